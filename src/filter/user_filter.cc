@@ -1,0 +1,170 @@
+#include "src/filter/user_filter.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "src/filter/bloom_math.h"
+
+namespace exposure_filter {
+namespace {
+
+// How far ahead the probe loop prefetches: enough to cover a DRAM miss
+// (~100 ns) at a few ns per candidate.
+constexpr size_t kPrefetchDistance = 8;
+
+uint64_t SliceCount(const UserFilter::Slice& s) {
+  uint64_t n = 0;
+  for (const BloomSegment& seg : s.segments) n += seg.count();
+  return n;
+}
+
+bool SliceMayContain(const UserFilter::Slice& s, uint64_t h) {
+  for (const BloomSegment& seg : s.segments) {
+    if (seg.MayContain(h)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+BloomSegment UserFilter::NewSegment(const FilterPolicy& policy, int level,
+                                    uint64_t min_capacity) {
+  const BlockSizing& sizing = policy.level_sizing(level);
+  const uint32_t blocks = BlocksForCapacity(min_capacity, sizing);
+  const uint64_t capacity =
+      std::max<uint64_t>(1, CapacityOfBlocks(blocks, sizing));
+  return BloomSegment(blocks, sizing.k, capacity);
+}
+
+UserFilter::Slice& UserFilter::SliceFor(const FilterPolicy& policy,
+                                        int64_t index) {
+  auto it = std::lower_bound(
+      slices_.begin(), slices_.end(), index,
+      [](const Slice& s, int64_t i) { return s.index < i; });
+  if (it != slices_.end() && it->index == index) return *it;
+  // Predict this slice's volume from the slice before it (the user's recent
+  // rate); 25% headroom absorbs normal variation without a second segment.
+  uint64_t predicted = policy.min_capacity();
+  if (it != slices_.begin()) {
+    predicted = std::max(predicted, SliceCount(*std::prev(it)) * 5 / 4);
+  }
+  Slice slice;
+  slice.index = index;
+  slice.min_event_ms = std::numeric_limits<int64_t>::max();
+  slice.max_event_ms = std::numeric_limits<int64_t>::min();
+  slice.segments.push_back(NewSegment(policy, 0, predicted));
+  return *slices_.insert(it, std::move(slice));
+}
+
+uint64_t UserFilter::Record(const FilterPolicy& policy,
+                            absl::Span<const uint64_t> hashes,
+                            int64_t event_ms) {
+  if (hashes.empty()) return 0;
+  Slice& slice = SliceFor(policy, policy.SliceIndexOf(event_ms));
+  slice.min_event_ms = std::min(slice.min_event_ms, event_ms);
+  slice.max_event_ms = std::max(slice.max_event_ms, event_ms);
+  uint64_t added = 0;
+  for (uint64_t h : hashes) {
+    if (SliceMayContain(slice, h)) continue;
+    BloomSegment* active = &slice.segments.back();
+    const int level = static_cast<int>(slice.segments.size());
+    if (active->full() && level < FilterPolicy::kMaxSegmentsPerSlice) {
+      const uint64_t want = std::max(
+          policy.min_capacity(), SliceCount(slice) * FilterPolicy::kGrowthFactor);
+      slice.segments.push_back(NewSegment(policy, level, want));
+      active = &slice.segments.back();
+    }
+    active->Add(h);
+    ++added;
+  }
+  return added;
+}
+
+void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
+                               absl::Span<const uint64_t> hashes,
+                               uint8_t* keep) const {
+  const size_t n = hashes.size();
+  for (const Slice& slice : slices_) {
+    if (!policy.SliceLive(slice.index, now_ms)) continue;
+    for (const BloomSegment& seg : slice.segments) {
+      for (size_t i = 0; i < n; ++i) {
+        if (i + kPrefetchDistance < n) {
+          seg.Prefetch(hashes[i + kPrefetchDistance]);
+        }
+        if (keep[i] && seg.MayContain(hashes[i])) keep[i] = 0;
+      }
+    }
+  }
+}
+
+bool UserFilter::MayContain(const FilterPolicy& policy, int64_t now_ms,
+                            uint64_t item_hash) const {
+  for (const Slice& slice : slices_) {
+    if (policy.SliceLive(slice.index, now_ms) &&
+        SliceMayContain(slice, item_hash)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int UserFilter::DropExpired(const FilterPolicy& policy, int64_t now_ms) {
+  // Slices are in ascending time order, so the dead ones are a prefix.
+  auto first_live = std::find_if(
+      slices_.begin(), slices_.end(),
+      [&](const Slice& s) { return policy.SliceLive(s.index, now_ms); });
+  const int dropped = static_cast<int>(first_live - slices_.begin());
+  slices_.erase(slices_.begin(), first_live);
+  if (slices_.empty()) slices_.shrink_to_fit();
+  return dropped;
+}
+
+bool UserFilter::HasLiveSlices(const FilterPolicy& policy,
+                               int64_t now_ms) const {
+  return !slices_.empty() && policy.SliceLive(slices_.back().index, now_ms);
+}
+
+size_t UserFilter::MemoryBytes() const {
+  size_t bytes = slices_.capacity() * sizeof(Slice);
+  for (const Slice& s : slices_) {
+    if (s.segments.size() > 1) bytes += s.segments.capacity() * sizeof(BloomSegment);
+    for (const BloomSegment& seg : s.segments) bytes += seg.bit_bytes();
+  }
+  return bytes;
+}
+
+UserFilterStats UserFilter::Stats(const FilterPolicy& policy,
+                                  int64_t now_ms) const {
+  UserFilterStats st;
+  st.bytes = MemoryBytes();
+  double p_clean = 1.0;  // P(a fresh item passes every live segment)
+  for (const Slice& s : slices_) {
+    if (!policy.SliceLive(s.index, now_ms)) continue;
+    SliceStats ss;
+    ss.start_ms = policy.SliceStartMs(s.index);
+    ss.end_ms = policy.SliceEndMs(s.index);
+    double slice_clean = 1.0;
+    for (const BloomSegment& seg : s.segments) {
+      ss.items += seg.count();
+      ss.capacity += seg.capacity();
+      ss.bytes += seg.bit_bytes();
+      slice_clean *= 1.0 - seg.EstimatedFpRate();
+    }
+    ss.segments = static_cast<uint32_t>(s.segments.size());
+    ss.estimated_fp_rate = 1.0 - slice_clean;
+    p_clean *= slice_clean;
+    if (st.slices == 0) {
+      st.oldest_exposure_ms = s.min_event_ms;
+      st.expires_at_ms = ss.end_ms + policy.retention_ms();
+    }
+    st.newest_exposure_ms = std::max(st.newest_exposure_ms, s.max_event_ms);
+    st.items += ss.items;
+    st.segments += ss.segments;
+    ++st.slices;
+    st.slice_stats.push_back(ss);
+  }
+  st.estimated_fp_rate = 1.0 - p_clean;
+  return st;
+}
+
+}  // namespace exposure_filter

@@ -1,0 +1,56 @@
+// ExposureFilterHandlers: the logic of every exposure.v1 RPC, on protobuf
+// messages and absl::Status, with no gRPC transport types, so that tests and
+// fuzzers can drive it in-process. exposure_filter_service.h adapts it to the
+// gRPC callback API.
+#ifndef EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_HANDLERS_H_
+#define EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_HANDLERS_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "exposure/v1/exposure_filter.pb.h"
+#include "src/server/server_config.h"
+#include "src/store/sharded_filter_store.h"
+#include "src/store/surface_registry.h"
+
+namespace exposure_filter {
+
+class ExposureFilterHandlers {
+ public:
+  ExposureFilterHandlers(SurfaceRegistry* surfaces, ShardedFilterStore* store,
+                         const RequestLimits& limits);
+
+  absl::Status RecordExposure(const exposure::v1::RecordExposureRequest& req,
+                              exposure::v1::RecordExposureResponse* resp);
+  absl::Status FilterRecalled(const exposure::v1::FilterRecalledRequest& req,
+                              exposure::v1::FilterRecalledResponse* resp);
+  absl::Status GetFilter(const exposure::v1::GetFilterRequest& req,
+                         exposure::v1::GetFilterResponse* resp);
+  absl::Status GetUserStats(const exposure::v1::GetUserStatsRequest& req,
+                            exposure::v1::GetUserStatsResponse* resp);
+  absl::Status DeleteUser(const exposure::v1::DeleteUserRequest& req,
+                          exposure::v1::DeleteUserResponse* resp);
+  absl::Status GetServerStats(const exposure::v1::GetServerStatsRequest& req,
+                              exposure::v1::GetServerStatsResponse* resp);
+
+ private:
+  // Validates a (surface, user_id) read and resolves the surface; *surface is
+  // null when it was never written (every user there is unknown).
+  absl::Status ResolveRead(absl::string_view surface_name,
+                           absl::string_view user_id,
+                           const Surface** surface) const;
+
+  SurfaceRegistry* const surfaces_;
+  ShardedFilterStore* const store_;
+  const RequestLimits limits_;
+  const int64_t started_ms_;
+  std::atomic<uint64_t> items_recorded_{0};
+  std::atomic<uint64_t> items_expired_{0};
+  std::atomic<uint64_t> candidates_checked_{0};
+  std::atomic<uint64_t> candidates_removed_{0};
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_HANDLERS_H_

@@ -1,0 +1,94 @@
+#include "src/server/exposure_filter_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/base/call_once.h"
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
+
+namespace exposure_filter {
+namespace {
+
+constexpr char kServiceName[] = "exposure.v1.ExposureFilter";
+
+}  // namespace
+
+ExposureFilterServer::ExposureFilterServer(const ServerConfig& config)
+    : config_(config) {}
+
+absl::StatusOr<std::unique_ptr<ExposureFilterServer>>
+ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
+  if (config.shards < 1 || config.shards > 65536 ||
+      (config.shards & (config.shards - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shards must be a power of two in [1, 65536], got ", config.shards));
+  }
+  std::unique_ptr<ExposureFilterServer> s(new ExposureFilterServer(config));
+  absl::StatusOr<std::unique_ptr<SurfaceRegistry>> surfaces =
+      SurfaceRegistry::Create(config.default_policy, config.surface_overrides,
+                              config.max_surfaces);
+  if (!surfaces.ok()) return surfaces.status();
+  s->surfaces_ = *std::move(surfaces);
+  s->store_ = std::make_unique<ShardedFilterStore>(config.shards, clock,
+                                                   s->surfaces_.get());
+  s->handlers_ = std::make_unique<ExposureFilterHandlers>(
+      s->surfaces_.get(), s->store_.get(), config.limits);
+  s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get());
+
+  // Link grpc.health.v1 into the generated descriptor pool so reflection can
+  // describe the built-in health service (which itself uses upb, not this).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen_address,
+                           grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.listen_address,
+                     " (address in use or invalid?)"));
+  }
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(true);
+  s->sweeper_ = std::thread([p = s.get()] { p->SweepLoop(); });
+  return s;
+}
+
+ExposureFilterServer::~ExposureFilterServer() {
+  Shutdown();
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+void ExposureFilterServer::SweepLoop() {
+  while (!stopping_.WaitForNotificationWithTimeout(config_.sweep_interval)) {
+    const uint64_t removed = store_->DropExpired();
+    if (removed > 0) {
+      spdlog::debug("sweep removed {} users whose history aged out", removed);
+    }
+  }
+}
+
+void ExposureFilterServer::Shutdown() {
+  absl::call_once(shutdown_once_, [this] {
+    spdlog::info("shutting down: NOT_SERVING, draining for up to {}",
+                 absl::FormatDuration(config_.shutdown_grace));
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    health->SetServingStatus(kServiceName, false);
+    health->SetServingStatus(false);
+    stopping_.Notify();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(config_.shutdown_grace));
+    spdlog::info("shutdown complete");
+  });
+}
+
+void ExposureFilterServer::Wait() { server_->Wait(); }
+
+}  // namespace exposure_filter

@@ -1,0 +1,64 @@
+#include "src/server/exposure_filter_service.h"
+
+#include <string>
+
+namespace exposure_filter {
+namespace {
+
+// absl and gRPC share the canonical status code numbering (0..16).
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
+                                 const absl::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ExposureFilterService::RecordExposure(
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::RecordExposureRequest* req,
+    exposure::v1::RecordExposureResponse* resp) {
+  return Finish(ctx, handlers_->RecordExposure(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::FilterRecalled(
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::FilterRecalledRequest* req,
+    exposure::v1::FilterRecalledResponse* resp) {
+  return Finish(ctx, handlers_->FilterRecalled(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::GetFilter(
+    grpc::CallbackServerContext* ctx, const exposure::v1::GetFilterRequest* req,
+    exposure::v1::GetFilterResponse* resp) {
+  return Finish(ctx, handlers_->GetFilter(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::GetUserStats(
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::GetUserStatsRequest* req,
+    exposure::v1::GetUserStatsResponse* resp) {
+  return Finish(ctx, handlers_->GetUserStats(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::DeleteUser(
+    grpc::CallbackServerContext* ctx, const exposure::v1::DeleteUserRequest* req,
+    exposure::v1::DeleteUserResponse* resp) {
+  return Finish(ctx, handlers_->DeleteUser(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::GetServerStats(
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::GetServerStatsRequest* req,
+    exposure::v1::GetServerStatsResponse* resp) {
+  return Finish(ctx, handlers_->GetServerStats(*req, resp));
+}
+
+}  // namespace exposure_filter

@@ -1,0 +1,49 @@
+// ExposureFilterService: the gRPC callback-API edge of ExposureFilterHandlers.
+// Handlers never block (they take only short shard locks), so they run inline
+// on gRPC's threads and finish their reactor before returning.
+#ifndef EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_
+#define EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_
+
+#include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "src/server/exposure_filter_handlers.h"
+
+namespace exposure_filter {
+
+class ExposureFilterService final
+    : public exposure::v1::ExposureFilter::CallbackService {
+ public:
+  explicit ExposureFilterService(ExposureFilterHandlers* handlers)
+      : handlers_(handlers) {}
+
+  grpc::ServerUnaryReactor* RecordExposure(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::RecordExposureRequest* req,
+      exposure::v1::RecordExposureResponse* resp) override;
+  grpc::ServerUnaryReactor* FilterRecalled(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::FilterRecalledRequest* req,
+      exposure::v1::FilterRecalledResponse* resp) override;
+  grpc::ServerUnaryReactor* GetFilter(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::GetFilterRequest* req,
+      exposure::v1::GetFilterResponse* resp) override;
+  grpc::ServerUnaryReactor* GetUserStats(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::GetUserStatsRequest* req,
+      exposure::v1::GetUserStatsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteUser(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::DeleteUserRequest* req,
+      exposure::v1::DeleteUserResponse* resp) override;
+  grpc::ServerUnaryReactor* GetServerStats(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::GetServerStatsRequest* req,
+      exposure::v1::GetServerStatsResponse* resp) override;
+
+ private:
+  ExposureFilterHandlers* const handlers_;
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_

@@ -1,0 +1,77 @@
+// exposure-filter-server: parses flags, starts the server, and shuts it down
+// cleanly on SIGTERM/SIGINT.
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "src/server/exposure_filter_server.h"
+#include "src/server/server_flags.h"
+
+int main(int argc, char** argv) {
+  using namespace exposure_filter;
+  absl::SetProgramUsageMessage(
+      "exposure-filter-server: per-user exposure filters over gRPC.\n"
+      "Every flag can also be set as EXPOSURE_FILTER_<FLAG> in the "
+      "environment.\nUsage: exposure-filter-server [--listen=host:port] ...");
+  // --help lists our flags (defined under src/server/), not gRPC's or absl's.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "src/server/");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  // Block the termination signals in every thread (threads inherit the mask);
+  // one dedicated thread receives them with sigwait, so Shutdown never runs
+  // inside a signal handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (absl::Status s = ApplyEnvironmentOverrides(); !s.ok()) {
+    std::fprintf(stderr, "exposure-filter-server: %s\n",
+                 std::string(s.message()).c_str());
+    return 2;
+  }
+  absl::ParseCommandLine(argc, argv);
+  const spdlog::level::level_enum level =
+      spdlog::level::from_str(LogLevelFlag());
+  if (level == spdlog::level::off && LogLevelFlag() != "off") {
+    std::fprintf(stderr, "exposure-filter-server: unknown --log_level %s\n",
+                 LogLevelFlag().c_str());
+    return 2;
+  }
+  spdlog::set_level(level);
+  absl::StatusOr<ServerConfig> config = ConfigFromFlags();
+  if (!config.ok()) {
+    std::fprintf(stderr, "exposure-filter-server: %s\n",
+                 std::string(config.status().message()).c_str());
+    return 2;
+  }
+  static SystemClock clock;
+  absl::StatusOr<std::unique_ptr<ExposureFilterServer>> server =
+      ExposureFilterServer::Start(*config, &clock);
+  if (!server.ok()) {
+    spdlog::critical("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  spdlog::info("exposure-filter-server serving on port {}: {}",
+               (*server)->port(), config->Summary());
+  std::thread signal_waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    (*server)->Shutdown();
+  });
+  (*server)->Wait();
+  signal_waiter.join();
+  server->reset();
+  return 0;
+}

@@ -1,0 +1,42 @@
+// ServerConfig: everything the server is told at startup. main() fills it
+// from flags (server_flags.cc), tests fill it directly.
+#ifndef EXPOSURE_FILTER_SRC_SERVER_SERVER_CONFIG_H_
+#define EXPOSURE_FILTER_SRC_SERVER_SERVER_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "src/filter/filter_policy.h"
+
+namespace exposure_filter {
+
+struct RequestLimits {
+  size_t max_id_bytes = 256;                  // user ids and item keys
+  size_t max_items_per_request = 100000;      // RecordExposure, all users
+  size_t max_exposures_per_request = 10000;   // RecordExposure users
+  size_t max_candidates_per_request = 100000; // FilterRecalled ids + keys
+  absl::Duration max_future_skew = absl::Minutes(5);
+};
+
+struct ServerConfig {
+  std::string listen_address = "localhost:50051";
+  int shards = 64;
+  FilterPolicyOptions default_policy;
+  std::vector<std::pair<std::string, FilterPolicyOptions>> surface_overrides;
+  size_t max_surfaces = 64;
+  RequestLimits limits;
+  int max_receive_message_bytes = 64 << 20;
+  absl::Duration sweep_interval = absl::Minutes(1);
+  absl::Duration shutdown_grace = absl::Seconds(10);
+
+  // Human-readable one-line summary for the startup log.
+  std::string Summary() const;
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_SERVER_SERVER_CONFIG_H_

@@ -1,0 +1,148 @@
+#include "src/server/server_flags.h"
+
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "src/store/surface_registry.h"
+
+ABSL_FLAG(std::string, listen, "localhost:50051",
+          "gRPC listen address (host:port); use 0.0.0.0:50051 in containers");
+ABSL_FLAG(int, shards, 64,
+          "store shards (power of two); each has its own lock");
+ABSL_FLAG(double, fp_rate, 0.01,
+          "target false-positive rate per lookup (default surface policy)");
+ABSL_FLAG(absl::Duration, retention, absl::Hours(24 * 30),
+          "how long an exposure is remembered, at least (e.g. 720h = 30 days)");
+ABSL_FLAG(absl::Duration, slice_span, absl::Hours(24 * 5),
+          "time-slice width: exposures are forgotten between retention and "
+          "retention + slice_span after they happened; "
+          "retention/slice_span + 1 must be <= 8");
+ABSL_FLAG(std::string, surfaces, "",
+          "per-surface policies, e.g. "
+          "\"video:fp_rate=0.001:retention=7d;news:slice_span=1d\"; other "
+          "surfaces use the defaults above");
+ABSL_FLAG(int, max_surfaces, 64, "surfaces the server will create");
+ABSL_FLAG(int, max_id_bytes, 256, "longest user id or item key accepted");
+ABSL_FLAG(int, max_items_per_request, 100000,
+          "items (ids + keys, all users) in one RecordExposure");
+ABSL_FLAG(int, max_exposures_per_request, 10000,
+          "Exposure entries (users) in one RecordExposure");
+ABSL_FLAG(int, max_candidates_per_request, 100000,
+          "candidates (ids + keys) in one FilterRecalled");
+ABSL_FLAG(absl::Duration, max_future_skew, absl::Minutes(5),
+          "event times up to this far ahead of the server clock are recorded "
+          "at 'now'; later ones are rejected");
+ABSL_FLAG(int, max_receive_message_bytes, 64 << 20,
+          "largest request message accepted");
+ABSL_FLAG(absl::Duration, sweep_interval, absl::Minutes(1),
+          "how often aged-out slices are dropped from memory");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "on SIGTERM, how long in-flight RPCs may take to finish");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
+
+namespace exposure_filter {
+namespace {
+
+constexpr const char* kEnvFlags[] = {
+    "listen", "shards", "fp_rate", "retention", "slice_span", "surfaces",
+    "max_surfaces", "max_id_bytes", "max_items_per_request",
+    "max_exposures_per_request", "max_candidates_per_request",
+    "max_future_skew", "max_receive_message_bytes", "sweep_interval",
+    "shutdown_grace", "log_level"};
+
+absl::Status Positive(const char* name, int value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " must be positive, got ", value));
+}
+
+}  // namespace
+
+absl::Status ApplyEnvironmentOverrides() {
+  for (const char* name : kEnvFlags) {
+    const std::string var =
+        absl::StrCat("EXPOSURE_FILTER_", absl::AsciiStrToUpper(name));
+    const char* value = std::getenv(var.c_str());
+    if (value == nullptr) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    std::string error;
+    if (flag == nullptr || !flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(var, "=\"", value, "\": ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerConfig> ConfigFromFlags() {
+  ServerConfig c;
+  c.listen_address = absl::GetFlag(FLAGS_listen);
+  c.shards = absl::GetFlag(FLAGS_shards);
+  c.default_policy.fp_rate = absl::GetFlag(FLAGS_fp_rate);
+  c.default_policy.retention = absl::GetFlag(FLAGS_retention);
+  c.default_policy.slice_span = absl::GetFlag(FLAGS_slice_span);
+  absl::StatusOr<std::vector<std::pair<std::string, FilterPolicyOptions>>> ov =
+      ParseSurfaceOverrides(absl::GetFlag(FLAGS_surfaces), c.default_policy);
+  if (!ov.ok()) return ov.status();
+  c.surface_overrides = *std::move(ov);
+  const int max_surfaces = absl::GetFlag(FLAGS_max_surfaces);
+  const int max_id = absl::GetFlag(FLAGS_max_id_bytes);
+  const int max_items = absl::GetFlag(FLAGS_max_items_per_request);
+  const int max_exposures = absl::GetFlag(FLAGS_max_exposures_per_request);
+  const int max_candidates = absl::GetFlag(FLAGS_max_candidates_per_request);
+  c.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  for (auto [name, value] :
+       {std::pair{"max_surfaces", max_surfaces}, {"max_id_bytes", max_id},
+        {"max_items_per_request", max_items},
+        {"max_exposures_per_request", max_exposures},
+        {"max_candidates_per_request", max_candidates},
+        {"max_receive_message_bytes", c.max_receive_message_bytes}}) {
+    if (absl::Status s = Positive(name, value); !s.ok()) return s;
+  }
+  c.max_surfaces = max_surfaces;
+  c.limits.max_id_bytes = max_id;
+  c.limits.max_items_per_request = max_items;
+  c.limits.max_exposures_per_request = max_exposures;
+  c.limits.max_candidates_per_request = max_candidates;
+  c.limits.max_future_skew = absl::GetFlag(FLAGS_max_future_skew);
+  c.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
+  c.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  if (c.sweep_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--sweep_interval must be positive");
+  }
+  return c;
+}
+
+std::string LogLevelFlag() { return absl::GetFlag(FLAGS_log_level); }
+
+std::string ServerConfig::Summary() const {
+  std::vector<std::string> surfaces;
+  for (const auto& [name, p] : surface_overrides) {
+    surfaces.push_back(absl::StrFormat("%s(fp=%g,retention=%s,span=%s)", name,
+                                       p.fp_rate,
+                                       absl::FormatDuration(p.retention),
+                                       absl::FormatDuration(p.slice_span)));
+  }
+  return absl::StrFormat(
+      "listen=%s shards=%d fp_rate=%g retention=%s slice_span=%s "
+      "surfaces=[%s] max_surfaces=%d max_id_bytes=%d "
+      "max_items_per_request=%d max_exposures_per_request=%d "
+      "max_candidates_per_request=%d max_future_skew=%s "
+      "max_receive_message_bytes=%d sweep_interval=%s shutdown_grace=%s",
+      listen_address, shards, default_policy.fp_rate,
+      absl::FormatDuration(default_policy.retention),
+      absl::FormatDuration(default_policy.slice_span),
+      absl::StrJoin(surfaces, ","), max_surfaces, limits.max_id_bytes,
+      limits.max_items_per_request, limits.max_exposures_per_request,
+      limits.max_candidates_per_request,
+      absl::FormatDuration(limits.max_future_skew), max_receive_message_bytes,
+      absl::FormatDuration(sweep_interval),
+      absl::FormatDuration(shutdown_grace));
+}
+
+}  // namespace exposure_filter

@@ -1,0 +1,219 @@
+#include "src/store/sharded_filter_store.h"
+
+#include <algorithm>
+
+#include <xxhash.h>
+
+#include "src/filter/filter_encoder.h"
+
+namespace exposure_filter {
+namespace {
+
+// Seed for the user-id hash that picks a shard; distinct from the item seed so
+// shard choice and Bloom probes are unrelated.
+constexpr uint64_t kUserShardSeed = 0x7265737573ull;  // "users"
+
+}  // namespace
+
+ShardedFilterStore::ShardedFilterStore(int num_shards, const Clock* clock,
+                                       const SurfaceRegistry* surfaces)
+    : clock_(clock),
+      surfaces_(surfaces),
+      shards_storage_(new Shard[num_shards]),
+      shards_(shards_storage_.get(), static_cast<size_t>(num_shards)) {}
+
+std::string ShardedFilterStore::MakeKey(uint16_t surface_id,
+                                        absl::string_view user_id) {
+  std::string key;
+  key.reserve(2 + user_id.size());
+  key.push_back(static_cast<char>(surface_id & 0xff));
+  key.push_back(static_cast<char>(surface_id >> 8));
+  key.append(user_id.data(), user_id.size());
+  return key;
+}
+
+size_t ShardedFilterStore::EntryOverheadBytes(const std::string& key) {
+  // A flat_hash_map slot holds the pair plus one control byte; keys beyond
+  // the small-string buffer live on the heap (capacity + terminator).
+  size_t bytes = sizeof(std::pair<const std::string, UserFilter>) + 1;
+  if (key.capacity() > 15) bytes += key.capacity() + 1;
+  return bytes;
+}
+
+ShardedFilterStore::Shard& ShardedFilterStore::ShardFor(
+    absl::string_view user_id) const {
+  const uint64_t h = XXH3_64bits_withSeed(user_id.data(), user_id.size(),
+                                          kUserShardSeed);
+  // Multiply-shift of the top 32 bits: for a power-of-two count this is the
+  // hash's top log2(n) bits.
+  return shards_[((h >> 32) * shards_.size()) >> 32];
+}
+
+void ShardedFilterStore::Account(Shard& shard, uint16_t surface_id,
+                                 int64_t users_delta, int64_t bytes_delta) {
+  if (shard.surface_usage.size() <= surface_id) {
+    shard.surface_usage.resize(surface_id + 1);
+  }
+  ShardUsage& u = shard.surface_usage[surface_id];
+  u.users += users_delta;
+  u.bytes += bytes_delta;
+  shard.bytes += bytes_delta;
+}
+
+RecordCounts ShardedFilterStore::Record(
+    const Surface& surface, absl::Span<const UserExposures> batch) {
+  const int64_t now = clock_->NowMs();
+  const FilterPolicy& policy = surface.policy;
+  RecordCounts counts;
+  for (const UserExposures& ue : batch) {
+    if (ue.item_hashes.empty()) continue;
+    // Clock skew: an event a little ahead of our clock is recorded now.
+    const int64_t event = ue.event_ms == 0 ? now : std::min(ue.event_ms, now);
+    if (policy.EventExpired(event, now)) {
+      counts.expired += ue.item_hashes.size();
+      continue;
+    }
+    counts.recorded += ue.item_hashes.size();
+    std::string key = MakeKey(surface.id, ue.user_id);
+    Shard& shard = ShardFor(ue.user_id);
+    absl::MutexLock lock(&shard.mu);
+    auto [it, inserted] = shard.users.try_emplace(std::move(key));
+    UserFilter& filter = it->second;
+    const int64_t before =
+        inserted ? 0
+                 : static_cast<int64_t>(filter.MemoryBytes() +
+                                        EntryOverheadBytes(it->first));
+    filter.DropExpired(policy, now);
+    filter.Record(policy, ue.item_hashes, event);
+    const int64_t after = static_cast<int64_t>(filter.MemoryBytes() +
+                                               EntryOverheadBytes(it->first));
+    Account(shard, surface.id, inserted ? 1 : 0, after - before);
+  }
+  return counts;
+}
+
+void ShardedFilterStore::RemoveExposed(const Surface& surface,
+                                       absl::string_view user_id,
+                                       absl::Span<const uint64_t> item_hashes,
+                                       uint8_t* keep) const {
+  const int64_t now = clock_->NowMs();
+  const std::string key = MakeKey(surface.id, user_id);
+  Shard& shard = ShardFor(user_id);
+  absl::ReaderMutexLock lock(&shard.mu);
+  auto it = shard.users.find(key);
+  if (it == shard.users.end()) return;
+  it->second.RemoveExposed(surface.policy, now, item_hashes, keep);
+}
+
+FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
+                                         const FilterPolicy& policy,
+                                         absl::string_view user_id,
+                                         absl::string_view if_version) const {
+  const int64_t now = clock_->NowMs();
+  FilterPull pull;
+  const UserFilter* filter = nullptr;
+  Shard& shard = ShardFor(user_id);
+  absl::ReaderMutexLock lock(&shard.mu);
+  if (surface != nullptr) {
+    auto it = shard.users.find(MakeKey(surface->id, user_id));
+    if (it != shard.users.end()) filter = &it->second;
+  }
+  if (!if_version.empty()) {
+    pull.version =
+        FilterVersionString(FilterFingerprint(filter, policy, now));
+    if (pull.version == if_version) {
+      pull.not_modified = true;
+      return pull;
+    }
+  }
+  pull.version =
+      FilterVersionString(EncodeFilter(filter, policy, now, &pull.bytes));
+  return pull;
+}
+
+std::optional<UserFilterStats> ShardedFilterStore::GetUserStats(
+    const Surface& surface, absl::string_view user_id) const {
+  const int64_t now = clock_->NowMs();
+  const std::string key = MakeKey(surface.id, user_id);
+  Shard& shard = ShardFor(user_id);
+  absl::ReaderMutexLock lock(&shard.mu);
+  auto it = shard.users.find(key);
+  if (it == shard.users.end() ||
+      !it->second.HasLiveSlices(surface.policy, now)) {
+    return std::nullopt;
+  }
+  UserFilterStats stats = it->second.Stats(surface.policy, now);
+  stats.bytes += EntryOverheadBytes(it->first);
+  return stats;
+}
+
+bool ShardedFilterStore::DeleteUser(const Surface& surface,
+                                    absl::string_view user_id) {
+  const std::string key = MakeKey(surface.id, user_id);
+  Shard& shard = ShardFor(user_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.users.find(key);
+  if (it == shard.users.end()) return false;
+  const bool had_live =
+      it->second.HasLiveSlices(surface.policy, clock_->NowMs());
+  Account(shard, surface.id, -1,
+          -static_cast<int64_t>(it->second.MemoryBytes() +
+                                EntryOverheadBytes(it->first)));
+  shard.users.erase(it);
+  return had_live;
+}
+
+uint64_t ShardedFilterStore::DropExpired() {
+  uint64_t removed = 0;
+  // One shard at a time: readers of other shards never wait on the sweep.
+  for (Shard& shard : shards_) {
+    const int64_t now = clock_->NowMs();
+    absl::MutexLock lock(&shard.mu);
+    for (auto it = shard.users.begin(); it != shard.users.end();) {
+      const std::string& key = it->first;
+      const uint16_t surface_id = static_cast<uint16_t>(
+          static_cast<unsigned char>(key[0]) |
+          (static_cast<unsigned char>(key[1]) << 8));
+      const Surface* surface = surfaces_->ById(surface_id);
+      UserFilter& filter = it->second;
+      const int64_t before =
+          static_cast<int64_t>(filter.MemoryBytes() + EntryOverheadBytes(key));
+      if (surface == nullptr || filter.DropExpired(surface->policy, now) == 0) {
+        ++it;
+        continue;
+      }
+      if (filter.slices().empty()) {
+        Account(shard, surface_id, -1, -before);
+        shard.users.erase(it++);
+        ++removed;
+      } else {
+        Account(shard, surface_id, 0,
+                static_cast<int64_t>(filter.MemoryBytes() +
+                                     EntryOverheadBytes(key)) -
+                    before);
+        ++it;
+      }
+    }
+  }
+  return removed;
+}
+
+StoreUsage ShardedFilterStore::Usage(size_t num_surfaces) const {
+  StoreUsage usage;
+  usage.surfaces.resize(num_surfaces);
+  for (const Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    ShardUsage su{shard.users.size(), shard.bytes};
+    usage.shards.push_back(su);
+    usage.users += su.users;
+    usage.bytes += su.bytes;
+    for (size_t i = 0; i < shard.surface_usage.size() && i < num_surfaces;
+         ++i) {
+      usage.surfaces[i].users += shard.surface_usage[i].users;
+      usage.surfaces[i].bytes += shard.surface_usage[i].bytes;
+    }
+  }
+  return usage;
+}
+
+}  // namespace exposure_filter
