@@ -37,14 +37,14 @@ BloomSegment UserFilter::NewSegment(const FilterPolicy& policy, int level,
 }
 
 UserFilter::Slice& UserFilter::SliceFor(const FilterPolicy& policy,
-                                        int64_t index) {
+                                        int64_t index, uint64_t incoming) {
   auto it = std::lower_bound(
       slices_.begin(), slices_.end(), index,
       [](const Slice& s, int64_t i) { return s.index < i; });
   if (it != slices_.end() && it->index == index) return *it;
   // Predict this slice's volume from the slice before it (the user's recent
   // rate); 25% headroom absorbs normal variation without a second segment.
-  uint64_t predicted = policy.min_capacity();
+  uint64_t predicted = std::max(policy.min_capacity(), incoming);
   if (it != slices_.begin()) {
     predicted = std::max(predicted, SliceCount(*std::prev(it)) * 5 / 4);
   }
@@ -60,17 +60,21 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
                             absl::Span<const uint64_t> hashes,
                             int64_t event_ms) {
   if (hashes.empty()) return 0;
-  Slice& slice = SliceFor(policy, policy.SliceIndexOf(event_ms));
+  Slice& slice = SliceFor(policy, policy.SliceIndexOf(event_ms), hashes.size());
   slice.min_event_ms = std::min(slice.min_event_ms, event_ms);
   slice.max_event_ms = std::max(slice.max_event_ms, event_ms);
   uint64_t added = 0;
-  for (uint64_t h : hashes) {
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    const uint64_t h = hashes[i];
     if (SliceMayContain(slice, h)) continue;
     BloomSegment* active = &slice.segments.back();
     const int level = static_cast<int>(slice.segments.size());
     if (active->full() && level < FilterPolicy::kMaxSegmentsPerSlice) {
-      const uint64_t want = std::max(
-          policy.min_capacity(), SliceCount(slice) * FilterPolicy::kGrowthFactor);
+      // Room for 4x the slice so far, and for the rest of this batch.
+      const uint64_t want =
+          std::max({policy.min_capacity(),
+                    SliceCount(slice) * FilterPolicy::kGrowthFactor,
+                    static_cast<uint64_t>(hashes.size() - i)});
       slice.segments.push_back(NewSegment(policy, level, want));
       active = &slice.segments.back();
     }

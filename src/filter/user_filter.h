@@ -3,7 +3,8 @@
 // the time and FP-budget math).
 //
 // Sizing follows the user's volume: a new slice starts with room for 1.25x
-// what the previous slice held (one block, ~30 items, for a new user); when
+// what the previous slice held or for the batch that opens it, whichever is
+// larger (one block, ~30 items, for a new user's first few items); when
 // its newest segment fills, the slice grows a segment holding 4x the slice's
 // count at half the previous FP budget. History is never rebuilt or lost by
 // growth; it is only dropped when its slice ages out.
@@ -89,7 +90,8 @@ class UserFilter {
   void AppendSlice(Slice slice) { slices_.push_back(std::move(slice)); }
 
  private:
-  Slice& SliceFor(const FilterPolicy& policy, int64_t index);
+  // The slice `index`, created with room for at least `incoming` items.
+  Slice& SliceFor(const FilterPolicy& policy, int64_t index, uint64_t incoming);
   static BloomSegment NewSegment(const FilterPolicy& policy, int level,
                                  uint64_t min_capacity);
 

@@ -1,0 +1,56 @@
+#include "exposure_filter/item_hash.h"
+
+#include <gtest/gtest.h>
+
+#include "exposure_filter/bloom_probe.h"
+
+namespace exposure_filter {
+namespace {
+
+// Values computed independently with Python's xxhash.xxh3_64_intdigest and
+// the documented seed; they pin the hashing part of the filter format.
+TEST(ItemHashTest, NumericIdsHashTheirLittleEndianBytes) {
+  EXPECT_EQ(HashItemId(42), 0x2b32edbc4cf4067dull);
+}
+
+TEST(ItemHashTest, StringKeysHashTheirBytes) {
+  EXPECT_EQ(HashItemKey("item-42"), 0x480e2991dcf32e6full);
+  EXPECT_EQ(HashItemKey(""), 0xd6ac28aa10194ec7ull);
+}
+
+TEST(ItemHashTest, SeedSpellsExposure) {
+  EXPECT_EQ(kItemHashSeed, 0x657275736f707865ull);
+}
+
+TEST(BloomProbeTest, BlockIndexIsFastRangeOfUpperHalf) {
+  EXPECT_EQ(BlockIndex(0, 10), 0u);
+  EXPECT_EQ(BlockIndex(~0ull, 10), 9u);
+  EXPECT_EQ(BlockIndex(uint64_t{1} << 63, 10), 5u);
+  EXPECT_EQ(BlockIndex(~0ull, 1), 0u);
+}
+
+TEST(BloomProbeTest, FoldingByAnIntegerFactorIsExact) {
+  // Block i of an N-block segment equals the OR of blocks [i*f, (i+1)*f) of
+  // an f*N-block segment: floor(floor(x*f*N)/f) == floor(x*N).
+  for (uint64_t h = 1; h < (uint64_t{1} << 40); h = h * 7 + 0x9e3779b97f4a7c15) {
+    for (uint32_t n : {1u, 3u, 64u, 1000u}) {
+      for (uint32_t f : {2u, 3u, 5u}) {
+        ASSERT_EQ(BlockIndex(h, n * f) / f, BlockIndex(h, n));
+      }
+    }
+  }
+}
+
+TEST(BloomProbeTest, AddedItemIsContainedAndSetsAtMostKBits) {
+  uint64_t block[kBlockWords] = {};
+  const uint64_t h = HashItemId(7);
+  BlockAdd(block, h, 6);
+  EXPECT_TRUE(BlockMayContain(block, h, 6));
+  int bits = 0;
+  for (uint64_t w : block) bits += __builtin_popcountll(w);
+  EXPECT_GE(bits, 1);
+  EXPECT_LE(bits, 6);
+}
+
+}  // namespace
+}  // namespace exposure_filter
