@@ -76,6 +76,9 @@ void ExposureFilterServer::SweepLoop() {
 }
 
 void ExposureFilterServer::Shutdown() {
+  // A server whose Start() failed (bad surface policy, port in use) is
+  // destroyed without a gRPC server: nothing to shut down.
+  if (server_ == nullptr) return;
   absl::call_once(shutdown_once_, [this] {
     spdlog::info("shutting down: NOT_SERVING, draining for up to {}",
                  absl::FormatDuration(config_.shutdown_grace));
