@@ -23,12 +23,17 @@ absl::StatusOr<FilterPolicy> FilterPolicy::Create(
         ") must be >= slice_span (", absl::FormatDuration(opts.slice_span),
         ")"));
   }
+  if (opts.retention == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError("retention must be finite");
+  }
   FilterPolicy p;
   p.fp_rate_ = opts.fp_rate;
   p.retention_ms_ = absl::ToInt64Milliseconds(opts.retention);
   p.slice_span_ms_ = absl::ToInt64Milliseconds(opts.slice_span);
-  const int64_t live =
-      (p.retention_ms_ + p.slice_span_ms_ - 1) / p.slice_span_ms_ + 1;
+  // ceil(retention / span) + 1, without the overflow of retention + span - 1
+  // near INT64_MAX (a huge retention saturates to it).
+  const int64_t live = p.retention_ms_ / p.slice_span_ms_ +
+                       (p.retention_ms_ % p.slice_span_ms_ != 0 ? 1 : 0) + 1;
   if (live > kMaxLiveSlices) {
     return absl::InvalidArgumentError(absl::StrCat(
         "retention/slice_span allows ", live, " live slices; at most ",

@@ -47,6 +47,10 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   builder.AddListeningPort(config.listen_address,
                            grpc::InsecureServerCredentials(), &s->port_);
   builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
+  // gRPC sets SO_REUSEPORT by default, which would let a second instance bind
+  // the same port and silently split traffic between two independent sets of
+  // in-memory filters. A taken port must be a startup error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
