@@ -17,4 +17,12 @@ scripts/setup.sh "$build" "${args[@]}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-ctest --test-dir "$build" --output-on-failure -j2 --timeout 600
+exclude=()
+if [[ ${1:-} == thread ]]; then
+  # Debian's absl and gRPC are not TSan-instrumented: absl::Mutex is invisible
+  # to TSan, so tests whose threads synchronise only through it (the store
+  # concurrency test) or through gRPC internals report false races. They run
+  # in the regular and ASan builds; see the durability issue's note.
+  exclude=(-E "StoreConcurrency|ShardedFilterStoreConcurrency|GrpcServer|ServerTest|e2e_python")
+fi
+ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${exclude[@]}"

@@ -24,7 +24,7 @@ ABSL_FLAG(absl::Duration, slice_span, absl::Hours(24 * 5),
           "retention/slice_span + 1 must be <= 8");
 ABSL_FLAG(std::string, surfaces, "",
           "per-surface policies, e.g. "
-          "\"video:fp_rate=0.001:retention=7d;news:slice_span=1d\"; other "
+          "\"video:fp_rate=0.001:retention=7d:slice_span=1d\"; other "
           "surfaces use the defaults above");
 ABSL_FLAG(int, max_surfaces, 64, "surfaces the server will create");
 ABSL_FLAG(int, max_id_bytes, 256, "longest user id or item key accepted");
