@@ -13,6 +13,18 @@ namespace {
 // shard choice and Bloom probes are unrelated.
 constexpr uint64_t kUserShardSeed = 0x7265737573ull;  // "users"
 
+// All bytes one map entry holds: the user's filter plus slot and key.
+int64_t EntryBytes(const std::string& key, const UserFilter& filter) {
+  return static_cast<int64_t>(filter.MemoryBytes() +
+                              ShardedFilterStore::EntryOverheadBytes(key));
+}
+
+// Inverse of MakeKey's 2-byte little-endian surface id prefix.
+uint16_t SurfaceIdOfKey(const std::string& key) {
+  return static_cast<uint16_t>(static_cast<unsigned char>(key[0]) |
+                               (static_cast<unsigned char>(key[1]) << 8));
+}
+
 }  // namespace
 
 ShardedFilterStore::ShardedFilterStore(int num_shards, const Clock* clock,
@@ -79,15 +91,11 @@ RecordCounts ShardedFilterStore::Record(
     absl::MutexLock lock(&shard.mu);
     auto [it, inserted] = shard.users.try_emplace(std::move(key));
     UserFilter& filter = it->second;
-    const int64_t before =
-        inserted ? 0
-                 : static_cast<int64_t>(filter.MemoryBytes() +
-                                        EntryOverheadBytes(it->first));
+    const int64_t before = inserted ? 0 : EntryBytes(it->first, filter);
     filter.DropExpired(policy, now);
     filter.Record(policy, ue.item_hashes, event);
-    const int64_t after = static_cast<int64_t>(filter.MemoryBytes() +
-                                               EntryOverheadBytes(it->first));
-    Account(shard, surface.id, inserted ? 1 : 0, after - before);
+    Account(shard, surface.id, inserted ? 1 : 0,
+            EntryBytes(it->first, filter) - before);
   }
   return counts;
 }
@@ -156,9 +164,7 @@ bool ShardedFilterStore::DeleteUser(const Surface& surface,
   if (it == shard.users.end()) return false;
   const bool had_live =
       it->second.HasLiveSlices(surface.policy, clock_->NowMs());
-  Account(shard, surface.id, -1,
-          -static_cast<int64_t>(it->second.MemoryBytes() +
-                                EntryOverheadBytes(it->first)));
+  Account(shard, surface.id, -1, -EntryBytes(it->first, it->second));
   shard.users.erase(it);
   return had_live;
 }
@@ -171,13 +177,10 @@ uint64_t ShardedFilterStore::DropExpired() {
     absl::MutexLock lock(&shard.mu);
     for (auto it = shard.users.begin(); it != shard.users.end();) {
       const std::string& key = it->first;
-      const uint16_t surface_id = static_cast<uint16_t>(
-          static_cast<unsigned char>(key[0]) |
-          (static_cast<unsigned char>(key[1]) << 8));
+      const uint16_t surface_id = SurfaceIdOfKey(key);
       const Surface* surface = surfaces_->ById(surface_id);
       UserFilter& filter = it->second;
-      const int64_t before =
-          static_cast<int64_t>(filter.MemoryBytes() + EntryOverheadBytes(key));
+      const int64_t before = EntryBytes(key, filter);
       if (surface == nullptr || filter.DropExpired(surface->policy, now) == 0) {
         ++it;
         continue;
@@ -187,10 +190,7 @@ uint64_t ShardedFilterStore::DropExpired() {
         shard.users.erase(it++);
         ++removed;
       } else {
-        Account(shard, surface_id, 0,
-                static_cast<int64_t>(filter.MemoryBytes() +
-                                     EntryOverheadBytes(key)) -
-                    before);
+        Account(shard, surface_id, 0, EntryBytes(key, filter) - before);
         ++it;
       }
     }
