@@ -4,13 +4,10 @@
 #include <limits>
 
 #include "src/filter/bloom_math.h"
+#include "src/filter/probe_kernel.h"
 
 namespace exposure_filter {
 namespace {
-
-// How far ahead the probe loop prefetches: enough to cover a DRAM miss
-// (~100 ns) at a few ns per candidate.
-constexpr size_t kPrefetchDistance = 8;
 
 uint64_t SliceCount(const UserFilter::Slice& s) {
   uint64_t n = 0;
@@ -87,16 +84,13 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
 void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
                                absl::Span<const uint64_t> hashes,
                                uint8_t* keep) const {
-  const size_t n = hashes.size();
+  // Segment-major: one segment's blocks stay hot across the whole batch, and
+  // candidates already removed by an earlier segment cost no probe.
   for (const Slice& slice : slices_) {
     if (!policy.SliceLive(slice.index, now_ms)) continue;
     for (const BloomSegment& seg : slice.segments) {
-      for (size_t i = 0; i < n; ++i) {
-        if (i + kPrefetchDistance < n) {
-          seg.Prefetch(hashes[i + kPrefetchDistance]);
-        }
-        if (keep[i] && seg.MayContain(hashes[i])) keep[i] = 0;
-      }
+      RemoveContained(SegmentRef{seg.words(), seg.num_blocks(), seg.k()},
+                      hashes.data(), hashes.size(), keep);
     }
   }
 }

@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
+#include "src/server/transport_tuning.h"
 
 namespace exposure_filter {
 
@@ -32,6 +33,8 @@ struct ServerConfig {
   int max_receive_message_bytes = 64 << 20;
   absl::Duration sweep_interval = absl::Minutes(1);
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
+  TransportTuning transport;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;
