@@ -7,7 +7,8 @@
 #   bash bench/compare.sh                  # defaults below
 #   DURATION=20s USERS=1000 bash bench/compare.sh
 # Environment: DURATION (8s), WARMUP (2s), USERS (200), EXPOSURES (2000),
-# CANDIDATES (5000), THREADS (2), INFLIGHT (4), OUT (build-release/compare).
+# CANDIDATES (5000), THREADS (2), INFLIGHT (4), BUILD (build-release: any
+# Release build dir), OUT ($BUILD/compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,7 @@ EXPOSURES=${EXPOSURES:-2000}
 CANDIDATES=${CANDIDATES:-5000}
 THREADS=${THREADS:-2}
 INFLIGHT=${INFLIGHT:-4}
-BUILD=build-release
+BUILD=${BUILD:-build-release}
 OUT=${OUT:-$BUILD/compare}
 CEILING_PORT=50161
 SERVER_PORT=50162
