@@ -136,15 +136,16 @@ void FilterView::KeepMaskIds(absl::Span<const uint64_t> ids,
     fast &= reinterpret_cast<uintptr_t>(s.blocks) % alignof(uint64_t) == 0;
   }
   if (!fast) {
-    for (size_t i = 0; i < ids.size(); ++i) keep[i] = !MayContainHash(hashes[i]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      keep[i] = !MayContainHash(hashes[i]);
+    }
     return;
   }
   std::fill(keep, keep + ids.size(), uint8_t{1});
   for (const Segment& s : segments_) {
-    RemoveContained(
-        SegmentRef{reinterpret_cast<const uint64_t*>(s.blocks), s.num_blocks,
-                   s.k},
-        hashes.data(), hashes.size(), keep);
+    RemoveContained(SegmentRef{reinterpret_cast<const uint64_t*>(s.blocks),
+                               s.num_blocks, s.k},
+                    hashes.data(), hashes.size(), keep);
   }
 }
 

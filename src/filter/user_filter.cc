@@ -46,8 +46,7 @@ std::vector<uint32_t> FoldFactors(uint32_t blocks) {
 void UserFilter::SealSlice(const FilterPolicy& policy, Slice& slice) {
   const int levels = static_cast<int>(slice.segments.size());
   // Late events may still grow this slice, with segments at levels >= levels.
-  const double budget =
-      policy.slice_fp_budget() - policy.GrowthReserve(levels);
+  const double budget = policy.slice_fp_budget() - policy.GrowthReserve(levels);
   std::vector<double> fp(levels);
   double total = 0;
   for (int j = 0; j < levels; ++j) {
