@@ -1,8 +1,10 @@
 // transport-ceiling-server: the exposure.v1 service with no filtering work.
 //
 // FilterRecalled keeps every candidate (echoing the ids, or an all-ones keep
-// mask), GetFilter returns a fixed --filter_bytes payload (2.7 KB: the
-// target filter size of a 2,000-item user), RecordExposure only counts. It
+// mask), GetFilter returns one fixed, real encoded filter (a user with
+// --filter_items exposures spread over the window, built once at startup, so
+// a pulling client runs the same local check it runs against the real
+// server), RecordExposure only counts. It
 // parses the same flags as exposure-filter-server (ConfigFromFlags), so it
 // listens with the same message limits and transport tuning; whatever rate it
 // reaches is the ceiling gRPC itself sets on this machine, and the real
@@ -14,15 +16,21 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/time/clock.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "exposure_filter/item_hash.h"
+#include "src/filter/filter_encoder.h"
+#include "src/filter/user_filter.h"
 #include "src/server/server_flags.h"
 #include "src/server/transport_tuning.h"
 
-ABSL_FLAG(int, filter_bytes, 2700,
-          "size of the GetFilter payload the ceiling server returns");
+ABSL_FLAG(int, filter_items, 2000,
+          "exposures of the one filter GetFilter returns (spread over 7 "
+          "slices of the default window)");
 
 namespace exposure_filter {
 namespace {
@@ -31,10 +39,24 @@ using namespace exposure::v1;  // NOLINT: bench tool, many message types
 
 constexpr char kVersion[] = "ceiling-v1";
 
+// The encoding of a user shown `items` ids at 7 event times 4 days apart.
+std::string EncodedFilter(int items) {
+  const FilterPolicy policy = *FilterPolicy::Create({});
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  UserFilter f;
+  for (int g = 6; g >= 0; --g) {
+    std::vector<uint64_t> hashes;
+    for (int j = g; j < items; j += 7) hashes.push_back(HashItemId(j));
+    f.Record(policy, hashes, now - g * int64_t{4 * 86'400'000} - 1000);
+  }
+  std::string out;
+  EncodeFilter(&f, policy, now, &out);
+  return out;
+}
+
 class CeilingService final : public ExposureFilter::CallbackService {
  public:
-  explicit CeilingService(size_t filter_bytes)
-      : filter_(filter_bytes, '\x5a') {}
+  explicit CeilingService(std::string filter) : filter_(std::move(filter)) {}
 
   grpc::ServerUnaryReactor* RecordExposure(
       grpc::CallbackServerContext* ctx, const RecordExposureRequest* req,
@@ -116,12 +138,12 @@ int main(int argc, char** argv) {
                  std::string(config.status().message()).c_str());
     return 2;
   }
-  const int filter_bytes = absl::GetFlag(FLAGS_filter_bytes);
-  if (filter_bytes < 0) {
-    std::fprintf(stderr, "transport-ceiling-server: --filter_bytes < 0\n");
+  const int filter_items = absl::GetFlag(FLAGS_filter_items);
+  if (filter_items < 0) {
+    std::fprintf(stderr, "transport-ceiling-server: --filter_items < 0\n");
     return 2;
   }
-  CeilingService service(static_cast<size_t>(filter_bytes));
+  CeilingService service(EncodedFilter(filter_items));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;

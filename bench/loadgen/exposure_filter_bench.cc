@@ -391,11 +391,8 @@ class Worker {
       entry->bytes = std::move(*resp.mutable_filter());
       absl::StatusOr<FilterView> view = FilterView::Parse(entry->bytes);
       if (!view.ok()) {
-        // The ceiling server's payload is not a filter: count the transfer,
-        // score nothing.
         entry->view.reset();
-        *items = o_.candidates;
-        return grpc::StatusCode::OK;
+        return grpc::StatusCode::DATA_LOSS;  // reported under errors
       }
       entry->view = *std::move(view);
     }
@@ -441,7 +438,7 @@ class Worker {
 
   const Options& o_;
   Phase* phase_;
-  std::mt19937_64 rng_;
+  FastRng rng_;
   std::unique_ptr<v1::ExposureFilter::Stub> stub_;
   std::unique_ptr<RedisBlockListClient> redis_;
   int total_weight_ = 0;
