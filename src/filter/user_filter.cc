@@ -56,7 +56,14 @@ void UserFilter::SealSlice(const FilterPolicy& policy, Slice& slice) {
   // Newest (largest, emptiest) segments first: they free the most bytes.
   for (int j = levels - 1; j >= 0; --j) {
     BloomSegment& seg = slice.segments[j];
-    for (uint32_t f : FoldFactors(seg.num_blocks())) {
+    const std::vector<uint32_t> factors = FoldFactors(seg.num_blocks());
+    // Folding more never lowers the FP rate: if the smallest factor does not
+    // fit the budget, none does (and the seal stays O(blocks)).
+    if (factors.empty() ||
+        total - fp[j] + seg.FoldedFpRate(factors.back()) > budget) {
+      continue;
+    }
+    for (uint32_t f : factors) {
       const double folded = seg.FoldedFpRate(f);
       if (total - fp[j] + folded <= budget) {
         seg.Fold(f);
