@@ -37,7 +37,7 @@ struct Core {
     for (int u = 0; u < kUsers; ++u) {
       v1::RecordExposureRequest req;
       req.set_surface("bench");
-      for (int g = 0; g < 7; ++g) {
+      for (int g = 6; g >= 0; --g) {  // oldest first, as a stream
         v1::Exposure* e = req.add_exposures();
         e->set_user_id("u" + std::to_string(u));
         e->set_event_time_ms(kNowMs - g * 4 * kDayMs - 1000);

@@ -176,7 +176,7 @@ absl::Status PreloadGrpc(const Options& o, absl::Duration spread) {
       for (uint32_t u; (u = next.fetch_add(1)) < o.users;) {
         v1::RecordExposureRequest req;
         req.set_surface(o.surface);
-        for (int g = 0; g < kTimes; ++g) {
+        for (int g = kTimes - 1; g >= 0; --g) {  // oldest first, as a stream
           v1::Exposure* e = req.add_exposures();
           e->set_user_id(UserName(u));
           e->set_event_time_ms(now_ms - g * step_ms - 1000);
