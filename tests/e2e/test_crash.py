@@ -93,8 +93,8 @@ class CrashRecoveryTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def start(self):
-        server = harness.ServerProcess(*SERVER_FLAGS, data_dir=self.data_dir)
+    def start(self, flags=SERVER_FLAGS):
+        server = harness.ServerProcess(*flags, data_dir=self.data_dir)
         server.start()
         return server
 
@@ -151,6 +151,10 @@ class CrashRecoveryTest(unittest.TestCase):
                 print("round %d: %d acknowledged items all filtered after "
                       "kill -9, FP %.4f" % (round_no, acked, fp))
 
+            # Snapshots and rotations ran while kills landed, not only at
+            # shutdown.
+            self.assertTrue(glob.glob(os.path.join(self.data_dir,
+                                                   "snapshot-*.efs")))
             # Clean shutdown: final snapshot, then an empty log tail.
             server.signal(signal.SIGTERM)
             self.assertEqual(server.wait_exit(timeout=60), 0, server.log())
@@ -169,6 +173,30 @@ class CrashRecoveryTest(unittest.TestCase):
             self.assertEqual(int(match.group(1)), USERS)
             self.assertEqual(int(match.group(3)), 0)
             self.verify(server, "after SIGTERM")
+        finally:
+            server.close()
+
+    def test_default_fsync_interval_also_survives_kill9(self):
+        # The quick start's policy: an OK means write(2) happened, which a
+        # process crash cannot undo (only a power loss could).
+        flags = ("--fp_rate=%g" % FP_RATE, "--shards=8")
+        server = self.start(flags)
+        try:
+            writers = [Writer(server.address, w, 0, 77 + w)
+                       for w in range(WRITERS)]
+            for w in writers:
+                w.start()
+            time.sleep(1.0)
+            server.proc.kill()
+            server.proc.wait()
+            for w in writers:
+                w.stop.set()
+                w.join(timeout=30)
+                for u, ids in w.acked:
+                    self.acked[u].extend(ids)
+            server.close()
+            server = self.start(flags)
+            self.verify(server, "fsync=interval")
         finally:
             server.close()
 
