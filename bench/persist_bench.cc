@@ -10,15 +10,15 @@
 //   build-rel/bench/persist_bench --benchmark_filter=SnapshotAndRecover
 // The data dir is under $TMPDIR (default /tmp): put it on the disk you care
 // about, fsync cost is the disk's.
-#include <ctime>
+#include <benchmark/benchmark.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
-#include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
 #include "exposure_filter/item_hash.h"
@@ -31,10 +31,9 @@ namespace exposure_filter {
 namespace {
 
 std::string TempDataDir(const char* name) {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() /
-       (std::string("ef_persist_bench_") + name))
-          .string();
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           (std::string("ef_persist_bench_") + name))
+                              .string();
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -44,7 +43,8 @@ struct DurableStore {
                         bool durable, int shards = 64) {
     spdlog::set_level(spdlog::level::warn);  // no recovery lines in figures
     surfaces = *SurfaceRegistry::Create(FilterPolicyOptions{}, {}, 8);
-    store = std::make_unique<ShardedFilterStore>(shards, &clock, surfaces.get());
+    store =
+        std::make_unique<ShardedFilterStore>(shards, &clock, surfaces.get());
     surface = *surfaces->GetOrCreate("homefeed");
     if (!durable) return;
     DurabilityOptions o;
@@ -71,9 +71,9 @@ DurableStore* g_store = nullptr;
 void BM_RecordCommit(benchmark::State& state) {
   const int policy = static_cast<int>(state.range(0));
   if (state.thread_index() == 0) {
-    g_store = new DurableStore(TempDataDir("record"),
-                               static_cast<FsyncPolicy>(policy % 3),
-                               policy != 3);
+    g_store =
+        new DurableStore(TempDataDir("record"),
+                         static_cast<FsyncPolicy>(policy % 3), policy != 3);
   }
   // Barrier: Google Benchmark starts the timed loop of all threads together
   // after every thread reached it.
@@ -123,8 +123,8 @@ void BM_SnapshotAndRecover(benchmark::State& state) {
   constexpr int kItems = 200;
   const std::string dir = TempDataDir("snapshot");
   for (auto _ : state) {
-    double snapshot_s = 0, recover_s = 0, recover_cpu_s = 0, bytes = 0, loaded = 0,
-           build_s = 0, mem = 0;
+    double snapshot_s = 0, recover_s = 0, recover_cpu_s = 0, bytes = 0,
+           loaded = 0, build_s = 0, mem = 0;
     {
       state.PauseTiming();
       const absl::Time t0 = absl::Now();

@@ -11,10 +11,10 @@
 #include <cstdio>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "src/persist/byte_codec.h"
 #include "src/persist/posix_file.h"
 
@@ -149,9 +149,9 @@ absl::Status ParseFileHeader(absl::string_view data, absl::string_view magic,
     return absl::DataLossError("header checksum mismatch");
   }
   if (version != kFileFormatVersion || size != kFileHeaderBytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "format version ", version, " (this build reads ", kFileFormatVersion,
-        ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("format version ", version, " (this build reads ",
+                     kFileFormatVersion, ")"));
   }
   return absl::OkStatus();
 }

@@ -43,7 +43,8 @@ class DataDir {
   absl::StatusOr<Listing> List() const;
 
  private:
-  DataDir(std::string path, int lock_fd) : path_(std::move(path)), lock_fd_(lock_fd) {}
+  DataDir(std::string path, int lock_fd)
+      : path_(std::move(path)), lock_fd_(lock_fd) {}
   const std::string path_;
   const int lock_fd_;
 };

@@ -17,8 +17,7 @@ namespace exposure_filter {
 absl::Status ErrnoStatus(absl::string_view what, absl::string_view path);
 
 // write(2) until all of `data` is written (retries short writes and EINTR).
-absl::Status WriteFully(int fd, absl::string_view data,
-                        absl::string_view path);
+absl::Status WriteFully(int fd, absl::string_view data, absl::string_view path);
 // fdatasync(2); fsync(2) of a directory makes renames and creations in it
 // durable.
 absl::Status SyncFile(int fd, absl::string_view path);

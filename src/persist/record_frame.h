@@ -35,10 +35,10 @@ inline constexpr uint8_t kFirstOptionalRecordType = 64;
 void AppendFrame(uint8_t type, absl::string_view body, std::string* out);
 
 enum class FrameParse {
-  kOk,         // a whole, valid frame
-  kEnd,        // no bytes left: a clean end
-  kTorn,       // the input ends inside this frame (or only zeros remain)
-  kCorrupt,    // a checksum or length check failed with data after it
+  kOk,       // a whole, valid frame
+  kEnd,      // no bytes left: a clean end
+  kTorn,     // the input ends inside this frame (or only zeros remain)
+  kCorrupt,  // a checksum or length check failed with data after it
 };
 
 struct Frame {

@@ -59,8 +59,7 @@ bool EncodeUser(const Surface& surface, absl::string_view user_id,
       PutU64(body, seg.capacity());
       // Words are little-endian in memory on every platform we build for
       // (x86-64, aarch64), which is the file's byte order.
-      body->append(reinterpret_cast<const char*>(seg.words()),
-                   seg.bit_bytes());
+      body->append(reinterpret_cast<const char*>(seg.words()), seg.bit_bytes());
     }
   }
   return true;
@@ -125,10 +124,9 @@ bool DecodeUser(absl::string_view body, uint16_t* surface_id,
       uint8_t k = 0;
       uint64_t count = 0, capacity = 0;
       absl::string_view bits;
-      if (!r.U32(&blocks) || !r.U8(&k) || !r.U64(&count) ||
-          !r.U64(&capacity) || blocks == 0 || blocks > kMaxBlocks || k == 0 ||
-          k > 16 || capacity == 0 ||
-          !r.Bytes(size_t{blocks} * kBlockBytes, &bits)) {
+      if (!r.U32(&blocks) || !r.U8(&k) || !r.U64(&count) || !r.U64(&capacity) ||
+          blocks == 0 || blocks > kMaxBlocks || k == 0 || k > 16 ||
+          capacity == 0 || !r.Bytes(size_t{blocks} * kBlockBytes, &bits)) {
         return false;
       }
       BloomSegment seg(blocks, k, capacity);
@@ -167,23 +165,24 @@ absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
   for (int shard = 0; shard < store.num_shards(); ++shard) {
     // Aging is judged once per shard, like the sweeper.
     const int64_t now = store.clock().NowMs();
-    store.VisitShard(shard, [&](const Surface& surface,
-                                absl::string_view user_id,
-                                const UserFilter& filter) {
-      body.clear();
-      if (!EncodeUser(surface, user_id, filter, now, &body)) return;
-      if (surface_written.size() <= surface.id) {
-        surface_written.resize(surface.id + 1);
-      }
-      if (!surface_written[surface.id]) {
-        EncodeSurface(surface, &chunk);
-        surface_written[surface.id] = true;
-        ++frames;
-      }
-      AppendFrame(kSnapshotUser, body, &chunk);
-      ++frames;
-      ++result.users;
-    });
+    store.VisitShard(shard,
+                     [&](const Surface& surface, absl::string_view user_id,
+                         const UserFilter& filter) {
+                       body.clear();
+                       if (!EncodeUser(surface, user_id, filter, now, &body))
+                         return;
+                       if (surface_written.size() <= surface.id) {
+                         surface_written.resize(surface.id + 1);
+                       }
+                       if (!surface_written[surface.id]) {
+                         EncodeSurface(surface, &chunk);
+                         surface_written[surface.id] = true;
+                         ++frames;
+                       }
+                       AppendFrame(kSnapshotUser, body, &chunk);
+                       ++frames;
+                       ++result.users;
+                     });
     // The shard lock is released: the disk write stalls nobody.
     if (absl::Status s = file.Write(chunk); !s.ok()) {
       ::unlink(tmp.c_str());
@@ -279,9 +278,8 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
         }
         absl::StatusOr<const Surface*> surface = surfaces->GetOrCreate(name);
         if (!surface.ok()) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("surface \"", name, "\": ",
-                           surface.status().message()));
+          return absl::FailedPreconditionError(absl::StrCat(
+              "surface \"", name, "\": ", surface.status().message()));
         }
         // Slice indexes are positions on the slice_span grid: with another
         // span they would name other times, so the filters cannot be used.
@@ -306,7 +304,8 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
           return Malformed("User", offset);
         }
         auto it = by_id.find(surface_id);
-        if (it == by_id.end()) return Malformed("User (unknown surface)", offset);
+        if (it == by_id.end())
+          return Malformed("User (unknown surface)", offset);
         ++users;
         // Aging applies across the restart: slices that expired while the
         // server was down are dropped, not resurrected.
@@ -330,9 +329,9 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
       }
       default:
         if (frame.type < kFirstOptionalRecordType) {
-          return absl::DataLossError(absl::StrCat(
-              "unknown record type ", frame.type, " at offset ", offset,
-              " (written by a newer version?)"));
+          return absl::DataLossError(
+              absl::StrCat("unknown record type ", frame.type, " at offset ",
+                           offset, " (written by a newer version?)"));
         }
         break;  // an optional extension this build does not know
     }

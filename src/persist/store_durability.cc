@@ -1,13 +1,12 @@
 #include "src/persist/store_durability.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "src/persist/posix_file.h"
@@ -43,7 +42,8 @@ absl::StatusOr<std::unique_ptr<StoreDurability>> StoreDurability::Open(
   if (options.fsync_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--fsync_interval must be positive");
   }
-  absl::StatusOr<std::unique_ptr<DataDir>> dir = DataDir::Open(options.data_dir);
+  absl::StatusOr<std::unique_ptr<DataDir>> dir =
+      DataDir::Open(options.data_dir);
   if (!dir.ok()) return dir.status();
   return std::unique_ptr<StoreDurability>(
       new StoreDurability(options, *std::move(dir), surfaces, store));
@@ -58,7 +58,9 @@ StoreDurability::StoreDurability(const DurabilityOptions& options,
       surfaces_(surfaces),
       store_(store) {}
 
-StoreDurability::~StoreDurability() { Close(/*final_snapshot=*/false).IgnoreError(); }
+StoreDurability::~StoreDurability() {
+  Close(/*final_snapshot=*/false).IgnoreError();
+}
 
 absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
   const absl::Time start = absl::Now();
@@ -84,12 +86,11 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
     store_->Clear();
     ++report.snapshots_skipped;
     report.corrupt = true;
-    report.corruption =
-        absl::StrCat("snapshot ", path, " is damaged (",
-                     load.status().message(), "); falling back to ",
-                     std::next(it) == listing->snapshots.rend()
-                         ? "the log alone"
-                         : "the previous snapshot");
+    report.corruption = absl::StrCat(
+        "snapshot ", path, " is damaged (", load.status().message(),
+        "); falling back to ",
+        std::next(it) == listing->snapshots.rend() ? "the log alone"
+                                                   : "the previous snapshot");
     spdlog::error("recovery: {}", report.corruption);
     if (options_.strict_recovery) {
       return absl::DataLossError(
@@ -163,8 +164,8 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
     const std::string path = dir_->WalPath(seq);
     absl::Status stop;
     if (seq != expected) {
-      stop = absl::DataLossError(absl::StrCat(
-          "log segment ", dir_->WalPath(expected), " is missing"));
+      stop = absl::DataLossError(
+          absl::StrCat("log segment ", dir_->WalPath(expected), " is missing"));
     } else {
       absl::StatusOr<MappedFile> file = MappedFile::Open(path);
       if (!file.ok()) return file.status();
@@ -300,10 +301,9 @@ void StoreDurability::SyncLoop() {
   if (options_.fsync != FsyncPolicy::kInterval) return;
   const auto period = absl::ToChronoMilliseconds(options_.fsync_interval);
   MutexLock lock(&stop_mu_);
-  while (!stop_mu_.AwaitWithTimeout(stop_cv_, period,
-                                    [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                      return stopping_;
-                                    })) {
+  while (!stop_mu_.AwaitWithTimeout(
+      stop_cv_, period,
+      [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; })) {
     stop_mu_.Unlock();
     if (absl::Status s = wal_->Sync(); !s.ok()) {
       spdlog::error("write-ahead log fsync failed: {}", s.ToString());
@@ -317,10 +317,9 @@ void StoreDurability::SnapshotLoop() {
   const bool by_size = options_.snapshot_wal_bytes > 0;
   if (!by_time && !by_size) return;
   MutexLock lock(&stop_mu_);
-  while (!stop_mu_.AwaitWithTimeout(stop_cv_, kSnapshotPollPeriod,
-                                    [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                      return stopping_;
-                                    })) {
+  while (!stop_mu_.AwaitWithTimeout(
+      stop_cv_, kSnapshotPollPeriod,
+      [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; })) {
     stop_mu_.Unlock();
     {
       MutexLock snap(&snapshot_mu_);

@@ -56,18 +56,18 @@ struct DurabilityOptions {
 };
 
 struct RecoveryReport {
-  uint64_t snapshot_seq = 0;        // 0: none loaded
-  uint64_t snapshots_skipped = 0;   // damaged ones passed over
-  uint64_t users_loaded = 0;        // from the snapshot
-  uint64_t expired_users = 0;       // in the snapshot but aged out since
+  uint64_t snapshot_seq = 0;       // 0: none loaded
+  uint64_t snapshots_skipped = 0;  // damaged ones passed over
+  uint64_t users_loaded = 0;       // from the snapshot
+  uint64_t expired_users = 0;      // in the snapshot but aged out since
   uint64_t wal_segments = 0;
-  uint64_t wal_records = 0;         // replayed
-  uint64_t torn_tail_bytes = 0;     // skipped torn final record(s)
+  uint64_t wal_records = 0;      // replayed
+  uint64_t torn_tail_bytes = 0;  // skipped torn final record(s)
   uint64_t torn_tails = 0;
-  bool corrupt = false;             // replay stopped early at corruption
-  std::string corruption;           // the error line, if any
+  bool corrupt = false;    // replay stopped early at corruption
+  std::string corruption;  // the error line, if any
   absl::Duration duration;
-  SnapshotMetadata metadata;        // of the loaded snapshot
+  SnapshotMetadata metadata;  // of the loaded snapshot
 };
 
 struct DurabilityStats {

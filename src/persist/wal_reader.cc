@@ -17,8 +17,7 @@ WalSegmentReplay ReplayWalSegment(
   }
   uint64_t header_seq = 0;
   if (absl::Status s = ParseFileHeader(data, kWalMagic, &header_seq); !s.ok()) {
-    out.corruption = absl::DataLossError(
-        absl::StrCat("header: ", s.message()));
+    out.corruption = absl::DataLossError(absl::StrCat("header: ", s.message()));
     return out;
   }
   if (header_seq != seq) {
@@ -46,10 +45,11 @@ WalSegmentReplay ReplayWalSegment(
     }
     if (frame.type >= kFirstOptionalRecordType) {
       ++out.skipped_optional;
-    } else if (absl::Status s = DecodeWalRecord(frame.type, frame.body, &record);
+    } else if (absl::Status s =
+                   DecodeWalRecord(frame.type, frame.body, &record);
                !s.ok()) {
-      out.corruption = absl::DataLossError(
-          absl::StrCat(s.message(), " at offset ", offset));
+      out.corruption =
+          absl::DataLossError(absl::StrCat(s.message(), " at offset ", offset));
       break;
     } else {
       apply(record);

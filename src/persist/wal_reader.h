@@ -20,10 +20,10 @@
 namespace exposure_filter {
 
 struct WalSegmentReplay {
-  uint64_t records = 0;        // delivered to the callback
+  uint64_t records = 0;           // delivered to the callback
   uint64_t skipped_optional = 0;  // unknown optional records skipped
-  uint64_t good_bytes = 0;     // length of the valid prefix of the file
-  uint64_t torn_bytes = 0;     // bytes of a torn tail (0 if none)
+  uint64_t good_bytes = 0;        // length of the valid prefix of the file
+  uint64_t torn_bytes = 0;        // bytes of a torn tail (0 if none)
   // Not OK when replay stopped at corruption: DataLoss naming the offset.
   absl::Status corruption;
 };

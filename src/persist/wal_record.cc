@@ -46,8 +46,8 @@ absl::Status DecodeWalRecord(uint8_t type, absl::string_view body,
     case kWalRecordExposure: {
       record->type = kWalRecordExposure;
       uint32_t n = 0;
-      ok = ok && r.I64(&record->event_ms) && record->event_ms > 0 && r.U32(&n) &&
-           r.remaining() == size_t{n} * 8;
+      ok = ok && r.I64(&record->event_ms) && record->event_ms > 0 &&
+           r.U32(&n) && r.remaining() == size_t{n} * 8;
       if (ok) {
         record->item_hashes.resize(n);
         for (uint64_t& h : record->item_hashes) r.U64(&h);
@@ -62,8 +62,7 @@ absl::Status DecodeWalRecord(uint8_t type, absl::string_view body,
       return absl::DataLossError(absl::StrCat("unknown record type ", type));
   }
   if (!ok) {
-    return absl::DataLossError(
-        absl::StrCat("malformed record of type ", type));
+    return absl::DataLossError(absl::StrCat("malformed record of type ", type));
   }
   return absl::OkStatus();
 }

@@ -32,8 +32,8 @@ struct WalRecord {
   WalRecordType type = kWalRecordExposure;
   absl::string_view surface;
   absl::string_view user_id;
-  int64_t event_ms = 0;                 // RecordExposure only
-  std::vector<uint64_t> item_hashes;    // RecordExposure only
+  int64_t event_ms = 0;               // RecordExposure only
+  std::vector<uint64_t> item_hashes;  // RecordExposure only
 };
 
 // Body encoders (the frame is added by the caller).

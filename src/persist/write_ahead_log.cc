@@ -17,9 +17,8 @@ namespace {
 // the directory entry.
 absl::StatusOr<int> CreateSegment(const DataDir& dir, uint64_t seq) {
   const std::string path = dir.WalPath(seq);
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-             0644);
+  const int fd = ::open(
+      path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("create", path);
   absl::Status s = WriteFully(fd, EncodeFileHeader(kWalMagic, seq), path);
   if (s.ok()) s = SyncFile(fd, path);
@@ -88,9 +87,8 @@ uint64_t WriteAheadLog::DurableLsnLocked() const {
 }
 
 void WriteAheadLog::WaitNotFlushingLocked() {
-  mu_.Await(flushed_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !flushing_;
-  });
+  mu_.Await(flushed_,
+            [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !flushing_; });
 }
 
 void WriteAheadLog::FlushLocked(bool sync) {

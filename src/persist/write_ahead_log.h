@@ -49,9 +49,9 @@ absl::string_view FsyncPolicyName(FsyncPolicy policy);
 
 struct WalStats {
   uint64_t records = 0;
-  uint64_t bytes = 0;         // appended, frames included
-  uint64_t writes = 0;        // write(2) batches (group commits)
-  uint64_t syncs = 0;         // fdatasync calls
+  uint64_t bytes = 0;   // appended, frames included
+  uint64_t writes = 0;  // write(2) batches (group commits)
+  uint64_t syncs = 0;   // fdatasync calls
 };
 
 class WriteAheadLog {

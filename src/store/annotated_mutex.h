@@ -46,8 +46,7 @@ class ABSL_SCOPED_LOCKABLE WriterLock {
 
 class ABSL_SCOPED_LOCKABLE ReaderLock {
  public:
-  explicit ReaderLock(SharedMutex* mu) ABSL_SHARED_LOCK_FUNCTION(mu)
-      : mu_(mu) {
+  explicit ReaderLock(SharedMutex* mu) ABSL_SHARED_LOCK_FUNCTION(mu) : mu_(mu) {
     mu_->LockShared();
   }
   ~ReaderLock() ABSL_UNLOCK_FUNCTION() { mu_->UnlockShared(); }

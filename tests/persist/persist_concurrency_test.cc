@@ -85,9 +85,9 @@ TEST(PersistConcurrencyTest, CommittedWritesSurviveConcurrentSnapshots) {
   int missing = 0;
   for (int w = 0; w < kWriters; ++w) {
     for (int b = 0; b < kBatches; ++b) {
-      missing += kBatch - CountRemoved(KeepMask(*s.store, home,
-                                                User((w + b) % kUsers),
-                                                IdHashes(FirstId(w, b), kBatch)));
+      missing +=
+          kBatch - CountRemoved(KeepMask(*s.store, home, User((w + b) % kUsers),
+                                         IdHashes(FirstId(w, b), kBatch)));
     }
   }
   EXPECT_EQ(missing, 0);

@@ -55,10 +55,9 @@ class SnapshotTest : public ::testing::Test {
     for (const char* surface : {"home", "video"}) {
       const Surface& sf = s.surface(surface);
       for (int u = 0; u < 30; ++u) {
-        out.push_back(s.store
-                          ->GetFilter(&sf, sf.policy,
-                                      "user-" + std::to_string(u), "")
-                          .bytes);
+        out.push_back(
+            s.store->GetFilter(&sf, sf.policy, "user-" + std::to_string(u), "")
+                .bytes);
       }
     }
     return out;
@@ -73,8 +72,8 @@ class SnapshotTest : public ::testing::Test {
 TEST_F(SnapshotTest, LoadedStoreHoldsTheSameFilters) {
   const std::string data = Write(5, {{"kafka.offsets", "p0=17"}});
   StoreUnderTest restored(&clock_, /*shards=*/16);
-  auto load = LoadSnapshot(data, 5, restored.surfaces.get(),
-                           restored.store.get());
+  auto load =
+      LoadSnapshot(data, 5, restored.surfaces.get(), restored.store.get());
   ASSERT_TRUE(load.ok()) << load.status();
   EXPECT_EQ(load->users, 60u);
   EXPECT_EQ(load->expired_users, 0u);
@@ -88,9 +87,9 @@ TEST_F(SnapshotTest, LoadedStoreHoldsTheSameFilters) {
 TEST_F(SnapshotTest, RestoredFiltersKeepGrowingLikeTheOriginals) {
   const std::string data = Write(1);
   StoreUnderTest restored(&clock_);
-  ASSERT_TRUE(LoadSnapshot(data, 1, restored.surfaces.get(),
-                           restored.store.get())
-                  .ok());
+  ASSERT_TRUE(
+      LoadSnapshot(data, 1, restored.surfaces.get(), restored.store.get())
+          .ok());
   // Enough new items to fill segments and open new ones in both.
   for (StoreUnderTest* s : {&original_, &restored}) {
     for (int u = 0; u < 30; ++u) {
@@ -107,8 +106,8 @@ TEST_F(SnapshotTest, SlicesThatAgedOutWhileDownAreDropped) {
   // the 30-day window (plus up to one 5-day slice); "video" ones too.
   clock_.Advance(absl::Hours(24 * 37));
   StoreUnderTest restored(&clock_);
-  auto load = LoadSnapshot(data, 1, restored.surfaces.get(),
-                           restored.store.get());
+  auto load =
+      LoadSnapshot(data, 1, restored.surfaces.get(), restored.store.get());
   ASSERT_TRUE(load.ok());
   EXPECT_EQ(load->users, 0u);
   EXPECT_EQ(load->expired_users, 60u);
@@ -140,8 +139,8 @@ TEST_F(SnapshotTest, BitFlipsAnywhereAreDetected) {
     std::string bad = data;
     bad[byte] = static_cast<char>(bad[byte] ^ 0x04);
     restored.store->Clear();
-    auto load = LoadSnapshot(bad, 1, restored.surfaces.get(),
-                             restored.store.get());
+    auto load =
+        LoadSnapshot(bad, 1, restored.surfaces.get(), restored.store.get());
     EXPECT_TRUE(absl::IsDataLoss(load.status())) << "byte " << byte;
   }
 }
@@ -149,11 +148,11 @@ TEST_F(SnapshotTest, BitFlipsAnywhereAreDetected) {
 TEST_F(SnapshotTest, TrailingBytesAndWrongNumberAreDetected) {
   const std::string data = Write(3);
   StoreUnderTest a(&clock_), b(&clock_);
-  EXPECT_THAT(std::string(LoadSnapshot(data + "x", 3, a.surfaces.get(),
-                                       a.store.get())
-                              .status()
-                              .message()),
-              HasSubstr("after the End record"));
+  EXPECT_THAT(
+      std::string(LoadSnapshot(data + "x", 3, a.surfaces.get(), a.store.get())
+                      .status()
+                      .message()),
+      HasSubstr("after the End record"));
   EXPECT_TRUE(absl::IsDataLoss(
       LoadSnapshot(data, 4, b.surfaces.get(), b.store.get()).status()));
 }
@@ -164,8 +163,8 @@ TEST_F(SnapshotTest, AChangedSliceSpanIsRefusedNotMisread) {
   other.slice_span = absl::Hours(24);
   other.retention = absl::Hours(24 * 6);
   StoreUnderTest restored(&clock_, 4, other);
-  auto load = LoadSnapshot(data, 1, restored.surfaces.get(),
-                           restored.store.get());
+  auto load =
+      LoadSnapshot(data, 1, restored.surfaces.get(), restored.store.get());
   EXPECT_TRUE(absl::IsFailedPrecondition(load.status())) << load.status();
   EXPECT_THAT(std::string(load.status().message()), HasSubstr("slice_span"));
 }
@@ -174,7 +173,8 @@ TEST_F(SnapshotTest, AtomicWriteLeavesNoTempFile) {
   Write(2);
   auto names = ListFiles(dir_->path());
   ASSERT_TRUE(names.ok());
-  for (const std::string& n : *names) EXPECT_THAT(n, ::testing::Not(HasSubstr(".tmp")));
+  for (const std::string& n : *names)
+    EXPECT_THAT(n, ::testing::Not(HasSubstr(".tmp")));
 }
 
 }  // namespace

@@ -40,16 +40,16 @@ class StoreDurabilityTest : public ::testing::Test {
   };
 
   std::unique_ptr<Life> Boot(bool strict = false) {
-    auto life = std::make_unique<Life>(Life{StoreUnderTest(&clock_), nullptr,
-                                            {}, absl::OkStatus()});
+    auto life = std::make_unique<Life>(
+        Life{StoreUnderTest(&clock_), nullptr, {}, absl::OkStatus()});
     DurabilityOptions o;
     o.data_dir = dir();
     o.fsync = FsyncPolicy::kAlways;
     o.snapshot_interval = absl::ZeroDuration();  // only when asked
     o.snapshot_wal_bytes = 0;
     o.strict_recovery = strict;
-    auto d = StoreDurability::Open(o, life->s.surfaces.get(),
-                                   life->s.store.get());
+    auto d =
+        StoreDurability::Open(o, life->s.surfaces.get(), life->s.store.get());
     if (!d.ok()) {
       life->status = d.status();
       return life;

@@ -122,8 +122,8 @@ TEST_F(WriteAheadLogTest, TruncationAtEveryByteOfTheLastRecordIsATornTail) {
 TEST_F(WriteAheadLogTest, TornTailInAnOlderSegmentIsCorruption) {
   const std::string full = WriteRecords(2);
   WalSegmentReplay r;
-  const std::vector<Seen> seen = Replay(
-      absl::string_view(full).substr(0, full.size() - 3), 1, false, &r);
+  const std::vector<Seen> seen =
+      Replay(absl::string_view(full).substr(0, full.size() - 3), 1, false, &r);
   EXPECT_EQ(seen.size(), 1u);
   EXPECT_TRUE(absl::IsDataLoss(r.corruption));
 }
@@ -161,8 +161,8 @@ TEST_F(WriteAheadLogTest, HeaderIsChecked) {
   EXPECT_TRUE(Replay(full, 2, true, &r).empty());
   EXPECT_THAT(std::string(r.corruption.message()), HasSubstr("segment 1"));
   // Died while creating the newest segment: empty, not an error.
-  EXPECT_TRUE(Replay(absl::string_view(full).substr(0, 10), 1, true, &r)
-                  .empty());
+  EXPECT_TRUE(
+      Replay(absl::string_view(full).substr(0, 10), 1, true, &r).empty());
   EXPECT_TRUE(r.corruption.ok());
   EXPECT_EQ(r.torn_bytes, 10u);
 }
@@ -251,7 +251,8 @@ TEST(DataDirTest, RemovesTempFilesAndIgnoresForeignOnes) {
   WriteFile(d + "/wal-00000000000000000002.log", "");
   auto dir = DataDir::Open(d);
   ASSERT_TRUE(dir.ok());
-  EXPECT_FALSE(std::filesystem::exists(d + "/snapshot-00000000000000000003.efs.tmp"));
+  EXPECT_FALSE(
+      std::filesystem::exists(d + "/snapshot-00000000000000000003.efs.tmp"));
   EXPECT_TRUE(std::filesystem::exists(d + "/README"));
   auto listing = (*dir)->List();
   ASSERT_TRUE(listing.ok());
