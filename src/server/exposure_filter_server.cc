@@ -75,23 +75,24 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     // probes and clients see "starting" instead of connection refused.
     health->SetServingStatus(kServiceName, false);
     health->SetServingStatus(false);
-    spdlog::info("recovering from {} (fsync={}, fsync_interval={}, "
-                 "snapshot_interval={}, snapshot_wal_bytes={}, strict={})",
-                 config.durability.data_dir,
-                 std::string(FsyncPolicyName(config.durability.fsync)),
-                 absl::FormatDuration(config.durability.fsync_interval),
-                 absl::FormatDuration(config.durability.snapshot_interval),
-                 config.durability.snapshot_wal_bytes,
-                 config.durability.strict_recovery);
+    spdlog::info(
+        "recovering from {} (fsync={}, fsync_interval={}, "
+        "snapshot_interval={}, snapshot_wal_bytes={}, strict={})",
+        config.durability.data_dir,
+        std::string(FsyncPolicyName(config.durability.fsync)),
+        absl::FormatDuration(config.durability.fsync_interval),
+        absl::FormatDuration(config.durability.snapshot_interval),
+        config.durability.snapshot_wal_bytes,
+        config.durability.strict_recovery);
     absl::StatusOr<RecoveryReport> report = s->durability_->Recover();
     if (!report.ok()) {
       s->server_->Shutdown();
       s->durability_.reset();
       s->server_.reset();
-      return absl::Status(report.status().code(),
-                          absl::StrCat("recovery from ",
-                                       config.durability.data_dir, " failed: ",
-                                       report.status().message()));
+      return absl::Status(
+          report.status().code(),
+          absl::StrCat("recovery from ", config.durability.data_dir,
+                       " failed: ", report.status().message()));
     }
     s->recovery_ = *std::move(report);
     s->handlers_->AttachDurability(s->durability_.get());
@@ -135,9 +136,10 @@ void ExposureFilterServer::Shutdown() {
     if (durability_ != nullptr) {
       if (absl::Status st = durability_->Close(/*final_snapshot=*/true);
           !st.ok()) {
-        spdlog::error("final snapshot failed (the log still holds every "
-                      "write): {}",
-                      st.ToString());
+        spdlog::error(
+            "final snapshot failed (the log still holds every "
+            "write): {}",
+            st.ToString());
       }
     }
     spdlog::info("shutdown complete");

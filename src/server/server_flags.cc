@@ -139,7 +139,8 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   }
   // Durability (issue 4).
   c.durability.data_dir = absl::GetFlag(FLAGS_data_dir);
-  absl::StatusOr<FsyncPolicy> fsync = ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
+  absl::StatusOr<FsyncPolicy> fsync =
+      ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
   if (!fsync.ok()) return fsync.status();
   c.durability.fsync = *fsync;
   c.durability.fsync_interval = absl::GetFlag(FLAGS_fsync_interval);

@@ -112,9 +112,9 @@ class ShardedFilterStore {
   // Calls visit(surface, user_id, filter) for every user in shard `shard`,
   // holding that shard's lock (shared) and no other for the whole visit:
   // a snapshot stops at most one shard's writers at a time.
-  using UserVisitor = absl::FunctionRef<void(
-      const Surface& surface, absl::string_view user_id,
-      const UserFilter& filter)>;
+  using UserVisitor =
+      absl::FunctionRef<void(const Surface& surface, absl::string_view user_id,
+                             const UserFilter& filter)>;
   void VisitShard(int shard, UserVisitor visit) const;
   // Installs a filter decoded from a snapshot (replacing any the user had),
   // with accounting. Not journaled.
