@@ -20,16 +20,24 @@ namespace {
 constexpr auto kSnapshotPollPeriod = std::chrono::milliseconds(200);
 
 // Cuts a torn tail off the newest segment so that, once later segments
-// exist, it reads as a complete segment instead of looking corrupt.
-absl::Status TruncateTornTail(const std::string& path, uint64_t good_bytes) {
+// exist, it reads as a complete segment instead of looking corrupt. A
+// segment that died before its header was complete gets a whole header.
+absl::Status TruncateTornTail(const std::string& path, uint64_t seq,
+                              uint64_t good_bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open", path);
   absl::Status s;
-  if (::ftruncate(fd, static_cast<off_t>(good_bytes)) != 0) {
+  const bool no_header = good_bytes < kFileHeaderBytes;
+  if (::ftruncate(fd, no_header ? 0 : static_cast<off_t>(good_bytes)) != 0) {
     s = ErrnoStatus("truncate", path);
-  } else {
-    s = SyncFile(fd, path);
+  } else if (no_header) {
+    const std::string header = EncodeFileHeader(kWalMagic, seq);
+    if (::pwrite(fd, header.data(), header.size(), 0) !=
+        static_cast<ssize_t>(header.size())) {
+      s = ErrnoStatus("write", path);
+    }
   }
+  if (s.ok()) s = SyncFile(fd, path);
   ::close(fd);
   return s;
 }
@@ -180,7 +188,7 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
         report->torn_tail_bytes += replay.torn_bytes;
         spdlog::debug("recovery: {} ends in a torn record ({} bytes), cut off",
                       path, replay.torn_bytes);
-        if (absl::Status s = TruncateTornTail(path, replay.good_bytes);
+        if (absl::Status s = TruncateTornTail(path, seq, replay.good_bytes);
             !s.ok()) {
           return s;
         }

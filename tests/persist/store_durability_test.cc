@@ -264,6 +264,32 @@ TEST_F(StoreDurabilityTest, TornTailIsCutOffAndLaterSegmentsStillReplay) {
   EXPECT_EQ(Remembered(*l, "ivy", 200, 10), 10);
 }
 
+TEST_F(StoreDurabilityTest, SegmentTornInsideItsHeaderGetsRepaired) {
+  {
+    auto l = Boot();
+    Record(*l, "iris", 1, 10);
+    l->d.reset();
+  }
+  {
+    auto l = Boot();  // opens segment 2
+    l->d.reset();
+  }
+  const std::string seg = Files("wal-").back();
+  WriteFile(seg, ReadFile(seg).substr(0, 9));  // died creating it
+  {
+    auto l = Boot(/*strict=*/true);
+    ASSERT_TRUE(l->status.ok()) << l->status;
+    EXPECT_EQ(l->report.torn_tails, 1u);
+    Record(*l, "iris", 100, 10);  // segment 3
+    l->d.reset();
+  }
+  // Segment 2 is now a complete (empty) segment, not a corrupt one.
+  auto l = Boot(/*strict=*/true);
+  ASSERT_TRUE(l->status.ok()) << l->status;
+  EXPECT_EQ(Remembered(*l, "iris", 1, 10), 10);
+  EXPECT_EQ(Remembered(*l, "iris", 100, 10), 10);
+}
+
 TEST_F(StoreDurabilityTest, MissingLogSegmentStopsReplayAtTheGap) {
   {
     auto l = Boot();
