@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
 #include "src/server/transport_tuning.h"
+#include "src/persist/store_durability.h"
 
 namespace exposure_filter {
 
@@ -35,6 +36,11 @@ struct ServerConfig {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
   TransportTuning transport;
+
+  // --- Durability (issue 4): write-ahead log, snapshots, recovery. ---
+  // durability.data_dir empty (the default here, for in-process tests) keeps
+  // everything in memory only; the --data_dir flag defaults to ./data.
+  DurabilityOptions durability;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;
