@@ -53,8 +53,11 @@ wait_port() {
 "$BUILD/bench/transport-ceiling-server" --listen="127.0.0.1:$CEILING_PORT" \
   2>"$OUT/ceiling.log" &
 ceiling_pid=$!; pids+=("$ceiling_pid")
+# The real server runs with its default durability (write-ahead log, fsync
+# every second) in a fresh data directory under $OUT.
+rm -rf "$OUT/data"
 "$BUILD/src/server/exposure-filter-server" --listen="127.0.0.1:$SERVER_PORT" \
-  --log_level=warn 2>"$OUT/server.log" &
+  --data_dir="$OUT/data" --log_level=warn 2>"$OUT/server.log" &
 server_pid=$!; pids+=("$server_pid")
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
   --protected-mode yes >"$OUT/redis.log" 2>&1 &
