@@ -25,6 +25,28 @@ uint16_t SurfaceIdOfKey(const std::string& key) {
                                (static_cast<unsigned char>(key[1]) << 8));
 }
 
+// Adds one user's live slices and estimated FP rate to the sweep report.
+void Observe(const Surface& surface, const UserFilter& filter, int64_t now,
+             SweepReport* report) {
+  if (report->surfaces.size() <= surface.id) {
+    report->surfaces.resize(surface.id + 1);
+  }
+  SweepReport::PerSurface& out = report->surfaces[surface.id];
+  double p_clean = 1.0;  // P(a fresh item passes every live segment)
+  for (const UserFilter::Slice& slice : filter.slices()) {
+    if (!surface.policy.SliceLive(slice.index, now)) continue;
+    ++out.live_slices;
+    for (const BloomSegment& seg : slice.segments) {
+      p_clean *= 1.0 - seg.EstimatedFpRate();
+    }
+  }
+  ++out.users;
+  const double fp = 1.0 - p_clean;
+  for (size_t i = 0; i < SweepReport::kNumFpRateBounds; ++i) {
+    if (fp <= SweepReport::kFpRateBounds[i]) ++out.users_by_fp_rate[i];
+  }
+}
+
 }  // namespace
 
 ShardedFilterStore::ShardedFilterStore(int num_shards, const Clock* clock,
@@ -47,7 +69,7 @@ std::string ShardedFilterStore::MakeKey(uint16_t surface_id,
 size_t ShardedFilterStore::EntryOverheadBytes(const std::string& key) {
   // A flat_hash_map slot holds the pair plus one control byte; keys beyond
   // the small-string buffer live on the heap (capacity + terminator).
-  size_t bytes = sizeof(std::pair<const std::string, UserFilter>) + 1;
+  size_t bytes = sizeof(std::pair<const std::string, StoredFilter>) + 1;
   if (key.capacity() > 15) bytes += key.capacity() + 1;
   return bytes;
 }
@@ -63,6 +85,7 @@ ShardedFilterStore::Shard& ShardedFilterStore::ShardFor(
 
 void ShardedFilterStore::Account(Shard& shard, uint16_t surface_id,
                                  int64_t users_delta, int64_t bytes_delta) {
+  total_bytes_.fetch_add(bytes_delta, std::memory_order_relaxed);
   if (shard.surface_usage.size() <= surface_id) {
     shard.surface_usage.resize(surface_id + 1);
   }
@@ -90,14 +113,53 @@ RecordCounts ShardedFilterStore::Record(
     Shard& shard = ShardFor(ue.user_id);
     absl::MutexLock lock(&shard.mu);
     auto [it, inserted] = shard.users.try_emplace(std::move(key));
-    UserFilter& filter = it->second;
+    StoredFilter& filter = it->second;
     const int64_t before = inserted ? 0 : EntryBytes(it->first, filter);
     filter.DropExpired(policy, now);
     filter.Record(policy, ue.item_hashes, event);
+    filter.Touch(now);
     Account(shard, surface.id, inserted ? 1 : 0,
             EntryBytes(it->first, filter) - before);
+    if (memory_limit_ != 0 && total_bytes() > memory_limit_) {
+      EvictForMemory(shard, it->first);
+    }
   }
   return counts;
+}
+
+void ShardedFilterStore::EvictForMemory(Shard& shard, const std::string& keep) {
+  auto& users = shard.users;
+  while (total_bytes() > memory_limit_ && users.size() > 1) {
+    auto it = shard.eviction_cursor.empty()
+                  ? users.begin()
+                  : users.find(shard.eviction_cursor);
+    if (it == users.end()) it = users.begin();
+    auto victim = users.end();
+    int64_t victim_active = 0;
+    const size_t sample =
+        std::min<size_t>(kEvictionSample, users.size());
+    for (size_t i = 0; i < sample; ++i, ++it) {
+      if (it == users.end()) it = users.begin();
+      const int64_t active =
+          it->second.last_active_ms.load(std::memory_order_relaxed);
+      if (it->first != keep && (victim == users.end() || active < victim_active)) {
+        victim = it;
+        victim_active = active;
+      }
+    }
+    if (it == users.end()) {
+      shard.eviction_cursor.clear();
+    } else {
+      shard.eviction_cursor = it->first;
+    }
+    if (victim == users.end()) break;  // only `keep` was sampled
+    const int64_t bytes = EntryBytes(victim->first, victim->second);
+    Account(shard, SurfaceIdOfKey(victim->first), -1, -bytes);
+    users.erase(victim);
+    evicted_users_.fetch_add(1, std::memory_order_relaxed);
+    evicted_bytes_.fetch_add(static_cast<uint64_t>(bytes),
+                             std::memory_order_relaxed);
+  }
 }
 
 void ShardedFilterStore::RemoveExposed(const Surface& surface,
@@ -110,6 +172,7 @@ void ShardedFilterStore::RemoveExposed(const Surface& surface,
   absl::ReaderMutexLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return;
+  it->second.Touch(now);
   it->second.RemoveExposed(surface.policy, now, item_hashes, keep);
 }
 
@@ -124,7 +187,10 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
   absl::ReaderMutexLock lock(&shard.mu);
   if (surface != nullptr) {
     auto it = shard.users.find(MakeKey(surface->id, user_id));
-    if (it != shard.users.end()) filter = &it->second;
+    if (it != shard.users.end()) {
+      it->second.Touch(now);
+      filter = &it->second;
+    }
   }
   if (!if_version.empty()) {
     pull.version =
@@ -169,8 +235,9 @@ bool ShardedFilterStore::DeleteUser(const Surface& surface,
   return had_live;
 }
 
-uint64_t ShardedFilterStore::DropExpired() {
+uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
   uint64_t removed = 0;
+  if (report != nullptr) *report = SweepReport();
   // One shard at a time: readers of other shards never wait on the sweep.
   for (Shard& shard : shards_) {
     const int64_t now = clock_->NowMs();
@@ -182,8 +249,14 @@ uint64_t ShardedFilterStore::DropExpired() {
       UserFilter& filter = it->second;
       const int64_t before = EntryBytes(key, filter);
       if (surface == nullptr || filter.DropExpired(surface->policy, now) == 0) {
+        if (report != nullptr && surface != nullptr) {
+          Observe(*surface, filter, now, report);
+        }
         ++it;
         continue;
+      }
+      if (report != nullptr && !filter.slices().empty()) {
+        Observe(*surface, filter, now, report);
       }
       if (filter.slices().empty()) {
         Account(shard, surface_id, -1, -before);
@@ -195,6 +268,7 @@ uint64_t ShardedFilterStore::DropExpired() {
       }
     }
   }
+  if (report != nullptr) report->users_removed = removed;
   return removed;
 }
 

@@ -1,0 +1,155 @@
+// The store's memory ceiling: sampled-LRU eviction of the least recently
+// active users, its accounting, and what it never evicts.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "src/store/clock.h"
+#include "src/store/sharded_filter_store.h"
+#include "src/store/surface_registry.h"
+#include "tests/store/store_test_util.h"
+
+namespace exposure_filter {
+namespace {
+
+using testing_util::CountRemoved;
+using testing_util::IdHashes;
+using testing_util::KeepMask;
+using testing_util::kStartMs;
+using testing_util::RecordOne;
+
+class MemoryCeilingTest : public ::testing::Test {
+ protected:
+  void MakeStore(int shards) {
+    absl::StatusOr<std::unique_ptr<SurfaceRegistry>> registry =
+        SurfaceRegistry::Create(FilterPolicyOptions{}, {}, /*max_surfaces=*/8);
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    registry_ = *std::move(registry);
+    store_ = std::make_unique<ShardedFilterStore>(shards, &clock_,
+                                                  registry_.get());
+    absl::StatusOr<const Surface*> home = registry_->GetOrCreate("homefeed");
+    ASSERT_TRUE(home.ok()) << home.status();
+    home_ = *home;
+  }
+  bool Holds(const std::string& user, uint64_t first_item) {
+    return CountRemoved(KeepMask(*store_, *home_, user,
+                                 IdHashes(first_item, 1))) == 1;
+  }
+  uint64_t UsageBytes() const {
+    return store_->Usage(registry_->All().size()).bytes;
+  }
+
+  ManualClock clock_{kStartMs};
+  std::unique_ptr<SurfaceRegistry> registry_;
+  std::unique_ptr<ShardedFilterStore> store_;
+  const Surface* home_ = nullptr;
+};
+
+TEST_F(MemoryCeilingTest, NoLimitNeverEvicts) {
+  MakeStore(4);
+  for (int u = 0; u < 2000; ++u) {
+    RecordOne(*store_, *home_, absl::StrCat("u", u), IdHashes(u, 3));
+  }
+  EXPECT_EQ(store_->evictions().users, 0u);
+  EXPECT_EQ(store_->Usage(1).users, 2000u);
+}
+
+TEST_F(MemoryCeilingTest, FloodOfNewUsersStaysUnderTheLimit) {
+  MakeStore(16);
+  // Room for roughly 1,000 small users.
+  RecordOne(*store_, *home_, "probe", IdHashes(0, 3));
+  const uint64_t per_user = store_->total_bytes();
+  store_->SetMemoryLimit(per_user * 1000);
+  for (int u = 0; u < 20000; ++u) {
+    RecordOne(*store_, *home_, absl::StrCat("flood", u), IdHashes(u, 3));
+    // Every shard holds many users, so each Record ends under the ceiling.
+    ASSERT_LE(store_->total_bytes(), store_->memory_limit()) << "user " << u;
+  }
+  const StoreUsage usage = store_->Usage(registry_->All().size());
+  EXPECT_EQ(usage.bytes, store_->total_bytes());
+  EXPECT_GT(usage.users, 900u);
+  EXPECT_LE(usage.users, 1000u);
+  const EvictionCounts ev = store_->evictions();
+  EXPECT_EQ(ev.users + usage.users, 20001u);
+  EXPECT_GE(ev.bytes, ev.users * per_user);
+  // The newest user is never the victim of its own Record.
+  EXPECT_TRUE(Holds("flood19999", 19999));
+}
+
+TEST_F(MemoryCeilingTest, EvictsTheLeastRecentlyActiveFirst) {
+  MakeStore(1);
+  for (int u = 0; u < 100; ++u) {
+    RecordOne(*store_, *home_, absl::StrCat("old", u), IdHashes(u, 3));
+  }
+  clock_.Advance(absl::Minutes(10));
+  // Reads count as activity: these ten are recalled for, the rest idle.
+  for (int u = 0; u < 10; ++u) {
+    ASSERT_TRUE(Holds(absl::StrCat("old", u), u));
+  }
+  clock_.Advance(absl::Minutes(10));
+  store_->SetMemoryLimit(store_->total_bytes());
+  for (int u = 0; u < 30; ++u) {
+    RecordOne(*store_, *home_, absl::StrCat("new", u), IdHashes(1000 + u, 3));
+  }
+  EXPECT_EQ(store_->evictions().users, 30u);
+  for (int u = 0; u < 10; ++u) {
+    EXPECT_TRUE(Holds(absl::StrCat("old", u), u)) << "recently read old" << u;
+  }
+  for (int u = 0; u < 30; ++u) {
+    EXPECT_TRUE(Holds(absl::StrCat("new", u), 1000 + u)) << "new" << u;
+  }
+  int idle_left = 0;
+  for (int u = 10; u < 100; ++u) idle_left += Holds(absl::StrCat("old", u), u);
+  EXPECT_EQ(idle_left, 60);
+}
+
+TEST_F(MemoryCeilingTest, AUserLargerThanTheLimitIsKeptAlone) {
+  MakeStore(1);
+  RecordOne(*store_, *home_, "small", IdHashes(0, 1));
+  store_->SetMemoryLimit(1024);
+  RecordOne(*store_, *home_, "huge", IdHashes(100, 5000));
+  // Everything else goes; the user being written stays (a write is never
+  // silently dropped), and the next write elsewhere evicts it.
+  EXPECT_FALSE(Holds("small", 0));
+  EXPECT_TRUE(Holds("huge", 4000));
+  EXPECT_EQ(store_->Usage(1).users, 1u);
+  EXPECT_GT(store_->total_bytes(), store_->memory_limit());
+  RecordOne(*store_, *home_, "next", IdHashes(9, 1));
+  EXPECT_FALSE(Holds("huge", 4000));
+  EXPECT_TRUE(Holds("next", 9));
+  EXPECT_EQ(store_->evictions().users, 2u);
+  EXPECT_EQ(UsageBytes(), store_->total_bytes());
+}
+
+TEST_F(MemoryCeilingTest, SweepReportCountsUsersSlicesAndFpRates) {
+  MakeStore(4);
+  for (int u = 0; u < 50; ++u) {
+    RecordOne(*store_, *home_, absl::StrCat("u", u), IdHashes(u, 20));
+  }
+  // A second slice for ten of them, a slice span (5 days) later.
+  clock_.Advance(absl::Hours(24 * 5));
+  for (int u = 0; u < 10; ++u) {
+    RecordOne(*store_, *home_, absl::StrCat("u", u), IdHashes(500 + u, 5));
+  }
+  SweepReport report;
+  EXPECT_EQ(store_->DropExpired(&report), 0u);
+  ASSERT_GT(report.surfaces.size(), home_->id);
+  const SweepReport::PerSurface& s = report.surfaces[home_->id];
+  EXPECT_EQ(s.users, 50u);
+  EXPECT_EQ(s.live_slices, 60u);
+  // Cumulative buckets; every user's estimate is within the 1% target.
+  EXPECT_EQ(s.users_by_fp_rate[SweepReport::kNumFpRateBounds - 1], 50u);
+  size_t one_percent = 0;
+  while (SweepReport::kFpRateBounds[one_percent] < 0.01) ++one_percent;
+  EXPECT_EQ(s.users_by_fp_rate[one_percent], 50u);
+  for (size_t i = 1; i < SweepReport::kNumFpRateBounds; ++i) {
+    EXPECT_LE(s.users_by_fp_rate[i - 1], s.users_by_fp_rate[i]);
+  }
+}
+
+}  // namespace
+}  // namespace exposure_filter
