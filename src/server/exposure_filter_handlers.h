@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "exposure/v1/exposure_filter.pb.h"
 #include "src/server/server_config.h"
+#include "src/server/striped_metrics.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
 
@@ -34,6 +35,19 @@ class ExposureFilterHandlers {
   absl::Status GetServerStats(const exposure::v1::GetServerStatsRequest& req,
                               exposure::v1::GetServerStatsResponse* resp);
 
+  // Counters since start, for metrics (exposure_filter_metrics.h).
+  struct Counters {
+    uint64_t items_recorded = 0;
+    uint64_t items_expired = 0;
+    uint64_t candidates_checked = 0;
+    uint64_t candidates_removed = 0;
+  };
+  Counters counters() const;
+  // Server clock minus event time of each recorded Exposure that carries an
+  // event time (0 = "now" carries none), in ms; negative lags (events a
+  // little ahead of our clock) count as 0.
+  const StripedHistogram& exposure_lag_ms() const { return exposure_lag_ms_; }
+
  private:
   // Validates a (surface, user_id) read and resolves the surface; *surface is
   // null when it was never written (every user there is unknown).
@@ -49,6 +63,7 @@ class ExposureFilterHandlers {
   std::atomic<uint64_t> items_expired_{0};
   std::atomic<uint64_t> candidates_checked_{0};
   std::atomic<uint64_t> candidates_removed_{0};
+  StripedHistogram exposure_lag_ms_;
 };
 
 }  // namespace exposure_filter

@@ -1,8 +1,8 @@
 #include "src/store/sharded_filter_store.h"
 
-#include <algorithm>
-
 #include <xxhash.h>
+
+#include <algorithm>
 
 #include "src/filter/filter_encoder.h"
 
@@ -76,8 +76,8 @@ size_t ShardedFilterStore::EntryOverheadBytes(const std::string& key) {
 
 ShardedFilterStore::Shard& ShardedFilterStore::ShardFor(
     absl::string_view user_id) const {
-  const uint64_t h = XXH3_64bits_withSeed(user_id.data(), user_id.size(),
-                                          kUserShardSeed);
+  const uint64_t h =
+      XXH3_64bits_withSeed(user_id.data(), user_id.size(), kUserShardSeed);
   // Multiply-shift of the top 32 bits: for a power-of-two count this is the
   // hash's top log2(n) bits.
   return shards_[((h >> 32) * shards_.size()) >> 32];
@@ -95,8 +95,8 @@ void ShardedFilterStore::Account(Shard& shard, uint16_t surface_id,
   shard.bytes += bytes_delta;
 }
 
-RecordCounts ShardedFilterStore::Record(
-    const Surface& surface, absl::Span<const UserExposures> batch) {
+RecordCounts ShardedFilterStore::Record(const Surface& surface,
+                                        absl::Span<const UserExposures> batch) {
   const int64_t now = clock_->NowMs();
   const FilterPolicy& policy = surface.policy;
   RecordCounts counts;
@@ -130,19 +130,18 @@ RecordCounts ShardedFilterStore::Record(
 void ShardedFilterStore::EvictForMemory(Shard& shard, const std::string& keep) {
   auto& users = shard.users;
   while (total_bytes() > memory_limit_ && users.size() > 1) {
-    auto it = shard.eviction_cursor.empty()
-                  ? users.begin()
-                  : users.find(shard.eviction_cursor);
+    auto it = shard.eviction_cursor.empty() ? users.begin()
+                                            : users.find(shard.eviction_cursor);
     if (it == users.end()) it = users.begin();
     auto victim = users.end();
     int64_t victim_active = 0;
-    const size_t sample =
-        std::min<size_t>(kEvictionSample, users.size());
+    const size_t sample = std::min<size_t>(kEvictionSample, users.size());
     for (size_t i = 0; i < sample; ++i, ++it) {
       if (it == users.end()) it = users.begin();
       const int64_t active =
           it->second.last_active_ms.load(std::memory_order_relaxed);
-      if (it->first != keep && (victim == users.end() || active < victim_active)) {
+      if (it->first != keep &&
+          (victim == users.end() || active < victim_active)) {
         victim = it;
         victim_active = active;
       }
@@ -193,8 +192,7 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
     }
   }
   if (!if_version.empty()) {
-    pull.version =
-        FilterVersionString(FilterFingerprint(filter, policy, now));
+    pull.version = FilterVersionString(FilterFingerprint(filter, policy, now));
     if (pull.version == if_version) {
       pull.not_modified = true;
       return pull;

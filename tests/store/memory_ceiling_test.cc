@@ -29,15 +29,15 @@ class MemoryCeilingTest : public ::testing::Test {
         SurfaceRegistry::Create(FilterPolicyOptions{}, {}, /*max_surfaces=*/8);
     ASSERT_TRUE(registry.ok()) << registry.status();
     registry_ = *std::move(registry);
-    store_ = std::make_unique<ShardedFilterStore>(shards, &clock_,
-                                                  registry_.get());
+    store_ =
+        std::make_unique<ShardedFilterStore>(shards, &clock_, registry_.get());
     absl::StatusOr<const Surface*> home = registry_->GetOrCreate("homefeed");
     ASSERT_TRUE(home.ok()) << home.status();
     home_ = *home;
   }
   bool Holds(const std::string& user, uint64_t first_item) {
-    return CountRemoved(KeepMask(*store_, *home_, user,
-                                 IdHashes(first_item, 1))) == 1;
+    return CountRemoved(
+               KeepMask(*store_, *home_, user, IdHashes(first_item, 1))) == 1;
   }
   uint64_t UsageBytes() const {
     return store_->Usage(registry_->All().size()).bytes;
