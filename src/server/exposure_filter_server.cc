@@ -192,8 +192,9 @@ void ExposureFilterServer::Shutdown() {
       failed += grpc_metrics_->HandledCount(kServiceName, code);
     }
     spdlog::info(
-        "event=shutdown_complete msg=\"shutdown complete\" rpcs_ok={} "
-        "rpcs_failed={}",
+        "event=shutdown_complete msg=\"shutdown complete\" rpcs_started={} "
+        "rpcs_ok={} rpcs_failed={}",
+        grpc_metrics_->StartedCount(kServiceName),
         grpc_metrics_->HandledCount(kServiceName, 0), failed);
   });
 }

@@ -170,6 +170,14 @@ uint64_t GrpcServerMetrics::HandledCount(absl::string_view service,
   return n;
 }
 
+uint64_t GrpcServerMetrics::StartedCount(absl::string_view service) const {
+  uint64_t n = 0;
+  for (const auto& m : methods_) {
+    if (service.empty() || m->service == service) n += m->counts.Sum(0);
+  }
+  return n;
+}
+
 std::vector<prometheus::MetricFamily> GrpcServerMetrics::Collect() const {
   using prometheus::MetricType;
   prometheus::MetricFamily started =

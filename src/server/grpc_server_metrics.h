@@ -49,6 +49,8 @@ class GrpcServerMetrics final : public prometheus::Collectable {
 
   // Counts handled RPCs by code over all methods of `service` ("" = all).
   uint64_t HandledCount(absl::string_view service, int code) const;
+  // Counts started RPCs over all methods of `service` ("" = all).
+  uint64_t StartedCount(absl::string_view service) const;
 
   // An interceptor factory feeding these metrics, for
   // ServerBuilder::experimental().SetInterceptorCreators.
