@@ -71,6 +71,10 @@ std::vector<MetricFamily> ExposureFilterMetrics::Collect() const {
          "Bytes held by the fullest shard (compare with "
          "sum(exposure_filter_store_bytes) / exposure_filter_store_shards).",
          MetricType::Gauge, static_cast<double>(max_shard));
+  scalar("exposure_filter_store_table_slack_bytes",
+         "Empty slots of the shards' hash tables: not any user's, but "
+         "counted against the memory ceiling with exposure_filter_store_bytes.",
+         MetricType::Gauge, static_cast<double>(usage.table_slack_bytes));
   scalar("exposure_filter_store_shards", "Store shards (--shards).",
          MetricType::Gauge, static_cast<double>(usage.shards.size()));
   if (store_->memory_limit() != 0) {

@@ -95,6 +95,17 @@ void ShardedFilterStore::Account(Shard& shard, uint16_t surface_id,
   shard.bytes += bytes_delta;
 }
 
+void ShardedFilterStore::AccountTable(Shard& shard) {
+  constexpr int64_t kSlotBytes =
+      sizeof(std::pair<const std::string, StoredFilter>) + 1;  // + control
+  const int64_t slack =
+      static_cast<int64_t>(shard.users.capacity() - shard.users.size()) *
+      kSlotBytes;
+  total_bytes_.fetch_add(slack - shard.table_slack_bytes,
+                         std::memory_order_relaxed);
+  shard.table_slack_bytes = slack;
+}
+
 RecordCounts ShardedFilterStore::Record(const Surface& surface,
                                         absl::Span<const UserExposures> batch) {
   const int64_t now = clock_->NowMs();
@@ -120,6 +131,7 @@ RecordCounts ShardedFilterStore::Record(const Surface& surface,
     filter.Touch(now);
     Account(shard, surface.id, inserted ? 1 : 0,
             EntryBytes(it->first, filter) - before);
+    if (inserted) AccountTable(shard);
     if (memory_limit_ != 0 && total_bytes() > memory_limit_) {
       EvictForMemory(shard, it->first);
     }
@@ -155,6 +167,7 @@ void ShardedFilterStore::EvictForMemory(Shard& shard, const std::string& keep) {
     const int64_t bytes = EntryBytes(victim->first, victim->second);
     Account(shard, SurfaceIdOfKey(victim->first), -1, -bytes);
     users.erase(victim);
+    AccountTable(shard);
     evicted_users_.fetch_add(1, std::memory_order_relaxed);
     evicted_bytes_.fetch_add(static_cast<uint64_t>(bytes),
                              std::memory_order_relaxed);
@@ -230,6 +243,7 @@ bool ShardedFilterStore::DeleteUser(const Surface& surface,
       it->second.HasLiveSlices(surface.policy, clock_->NowMs());
   Account(shard, surface.id, -1, -EntryBytes(it->first, it->second));
   shard.users.erase(it);
+  AccountTable(shard);
   return had_live;
 }
 
@@ -259,6 +273,7 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
       if (filter.slices().empty()) {
         Account(shard, surface_id, -1, -before);
         shard.users.erase(it++);
+        AccountTable(shard);
         ++removed;
       } else {
         Account(shard, surface_id, 0, EntryBytes(key, filter) - before);
@@ -279,6 +294,7 @@ StoreUsage ShardedFilterStore::Usage(size_t num_surfaces) const {
     usage.shards.push_back(su);
     usage.users += su.users;
     usage.bytes += su.bytes;
+    usage.table_slack_bytes += static_cast<uint64_t>(shard.table_slack_bytes);
     for (size_t i = 0; i < shard.surface_usage.size() && i < num_surfaces;
          ++i) {
       usage.surfaces[i].users += shard.surface_usage[i].users;

@@ -82,6 +82,10 @@ struct StoreUsage {
   std::vector<ShardUsage> surfaces;
   uint64_t users = 0;
   uint64_t bytes = 0;
+  // Empty slots of the shards' hash tables (a flat_hash_map keeps up to
+  // half its slots free after growing, and never shrinks on erase); not in
+  // `bytes` or any user's, but counted against the memory ceiling.
+  uint64_t table_slack_bytes = 0;
 };
 
 class ShardedFilterStore {
@@ -135,8 +139,9 @@ class ShardedFilterStore {
     return {evicted_users_.load(std::memory_order_relaxed),
             evicted_bytes_.load(std::memory_order_relaxed)};
   }
-  // Accounted bytes of all users (what the ceiling compares), kept as a
-  // running total so the check costs one relaxed load.
+  // Accounted bytes of all users plus the tables' empty slots (what the
+  // ceiling compares), kept as a running total so the check costs one
+  // relaxed load.
   uint64_t total_bytes() const {
     const int64_t b = total_bytes_.load(std::memory_order_relaxed);
     return b < 0 ? 0 : static_cast<uint64_t>(b);
@@ -181,6 +186,8 @@ class ShardedFilterStore {
   struct Shard {
     mutable absl::Mutex mu;
     absl::flat_hash_map<std::string, StoredFilter> users ABSL_GUARDED_BY(mu);
+    // (capacity - size) * slot bytes of `users`, last accounted.
+    int64_t table_slack_bytes ABSL_GUARDED_BY(mu) = 0;
     // Key of the next entry the eviction sampler examines ("" = begin()).
     std::string eviction_cursor ABSL_GUARDED_BY(mu);
     // Indexed by surface id; grown on demand.
@@ -194,6 +201,8 @@ class ShardedFilterStore {
   Shard& ShardFor(absl::string_view user_id) const;
   void Account(Shard& shard, uint16_t surface_id, int64_t users_delta,
                int64_t bytes_delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Re-accounts the table's empty slots after an insert or erase.
+  void AccountTable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Evicts sampled least-recently-active users of `shard` (never `keep`)
   // until the store is under the ceiling or `keep` is all the shard holds.
   void EvictForMemory(Shard& shard, const std::string& keep)
