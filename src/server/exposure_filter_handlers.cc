@@ -250,6 +250,11 @@ absl::Status ExposureFilterHandlers::GetServerStats(
   resp->set_candidates_removed(
       candidates_removed_.load(std::memory_order_relaxed));
   resp->set_uptime_ms(store_->clock().NowMs() - started_ms_);
+  const EvictionCounts ev = store_->evictions();
+  resp->set_memory_limit_bytes(store_->memory_limit());
+  resp->set_users_evicted(ev.users);
+  resp->set_bytes_evicted(ev.bytes);
+  resp->set_table_slack_bytes(usage.table_slack_bytes);
   return absl::OkStatus();
 }
 

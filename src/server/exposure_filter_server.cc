@@ -35,6 +35,9 @@ void ApplyKeepalive(const KeepaliveOptions& k, grpc::ServerBuilder& builder) {
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
       static_cast<int>(std::min<int64_t>(
           absl::ToInt64Milliseconds(k.min_client_ping_interval), INT_MAX)));
+  // Our own keepalive pings must continue on idle connections (the default
+  // stops after two pings without data), or dead idle peers go unnoticed.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
                              k.max_ping_strikes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,

@@ -319,7 +319,11 @@ class MemoryCeilingTest(unittest.TestCase):
                   "sent, %d held, %d evicted, store %.1f MiB, peak RSS "
                   "%.1f MiB" % (self.LIMIT / MiB, per_user, sent, stats.users,
                                 evicted, stats.bytes / MiB, peak_rss / MiB))
-            self.assertLessEqual(stats.bytes, self.LIMIT)
+            self.assertLessEqual(stats.bytes + stats.table_slack_bytes,
+                                 self.LIMIT)
+            self.assertEqual(stats.memory_limit_bytes, self.LIMIT)
+            self.assertEqual(stats.users_evicted, evicted)
+            self.assertGreater(stats.bytes_evicted, 0)
             self.assertEqual(stats.users + evicted, sent)
             self.assertGreater(evicted, sent / 2)
             self.assertEqual(
