@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "exposure/v1/exposure_filter.pb.h"
+#include "src/persist/store_durability.h"
 #include "src/server/server_config.h"
 #include "src/server/striped_metrics.h"
 #include "src/store/sharded_filter_store.h"
@@ -47,6 +48,15 @@ class ExposureFilterHandlers {
   // event time (0 = "now" carries none), in ms; negative lags (events a
   // little ahead of our clock) count as 0.
   const StripedHistogram& exposure_lag_ms() const { return exposure_lag_ms_; }
+  // Durability (issue 4). While unavailable (recovery in progress) every
+  // RPC answers UNAVAILABLE. With a durability attached, writes answer only
+  // once the write-ahead log holds them. Both are set before serving.
+  void SetAvailable(bool available) {
+    available_.store(available, std::memory_order_release);
+  }
+  void AttachDurability(StoreDurability* durability) {
+    durability_ = durability;
+  }
 
  private:
   // Validates a (surface, user_id) read and resolves the surface; *surface is
@@ -55,8 +65,14 @@ class ExposureFilterHandlers {
                            absl::string_view user_id,
                            const Surface** surface) const;
 
+  absl::Status CheckAvailable() const;
+  // UNAVAILABLE (retryable; writes are idempotent) if the log failed.
+  absl::Status CommitWrite() const;
+
   SurfaceRegistry* const surfaces_;
   ShardedFilterStore* const store_;
+  std::atomic<bool> available_{true};
+  StoreDurability* durability_ = nullptr;
   const RequestLimits limits_;
   const int64_t started_ms_;
   std::atomic<uint64_t> items_recorded_{0};

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "src/server/admin_http_server.h"
+#include "src/persist/store_durability.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
@@ -27,7 +28,10 @@ namespace exposure_filter {
 
 class ExposureFilterServer {
  public:
-  // Builds and starts serving. `clock` must outlive the server.
+  // Builds and starts serving. `clock` must outlive the server. With a
+  // data_dir, takes its lock, starts gRPC with health NOT_SERVING (RPCs
+  // answer UNAVAILABLE), recovers the store, and only then reports SERVING
+  // and returns; a failed recovery stops the server and returns the error.
   static absl::StatusOr<std::unique_ptr<ExposureFilterServer>> Start(
       const ServerConfig& config, const Clock* clock);
   ~ExposureFilterServer();
@@ -39,7 +43,8 @@ class ExposureFilterServer {
 
   // Health -> NOT_SERVING, keep serving for config.shutdown_delay (so load
   // balancers see it and stop routing here), stop accepting, let in-flight
-  // RPCs finish for up to config.shutdown_grace, then cancel the rest.
+  // RPCs finish for up to config.shutdown_grace, then cancel the rest; then
+  // (durable servers) write the final snapshot and close the log.
   // Idempotent; thread-safe; returns when all of that is done.
   void Shutdown();
   // Blocks until the server has shut down.
@@ -51,6 +56,10 @@ class ExposureFilterServer {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
     return {grpc_metrics_, metrics_, process_metrics_};
   }
+  // Null when the server is not durable (no data_dir).
+  StoreDurability* durability() { return durability_.get(); }
+  // What recovery found at startup (zeros when not durable).
+  const RecoveryReport& recovery() const { return recovery_; }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -62,6 +71,9 @@ class ExposureFilterServer {
   const ServerConfig config_;
   std::unique_ptr<SurfaceRegistry> surfaces_;
   std::unique_ptr<ShardedFilterStore> store_;
+  // Declared after the store: destroyed (log closed) before it.
+  std::unique_ptr<StoreDurability> durability_;
+  RecoveryReport recovery_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;
   std::unique_ptr<ExposureFilterService> service_;
   // Metrics outlive server_ (its interceptors point at grpc_metrics_).

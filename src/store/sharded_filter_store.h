@@ -21,9 +21,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "src/filter/user_filter.h"
+#include "src/store/annotated_mutex.h"
 #include "src/store/clock.h"
+#include "src/store/store_journal.h"
 #include "src/store/surface_registry.h"
 
 namespace exposure_filter {
@@ -155,6 +158,25 @@ class ShardedFilterStore {
   // an out-of-line key.
   static size_t EntryOverheadBytes(const std::string& key);
 
+  // --- Durability hooks (src/persist/) ---------------------------------
+  // Every applied Record and DeleteUser is reported to `journal` under the
+  // user's shard lock (store_journal.h); null turns reporting off. Set it
+  // while no writer runs; it must outlive its use.
+  void SetJournal(StoreJournal* journal);
+  // Calls visit(surface, user_id, filter) for every user in shard `shard`,
+  // holding that shard's lock (shared) and no other for the whole visit:
+  // a snapshot stops at most one shard's writers at a time.
+  using UserVisitor =
+      absl::FunctionRef<void(const Surface& surface, absl::string_view user_id,
+                             const UserFilter& filter)>;
+  void VisitShard(int shard, UserVisitor visit) const;
+  // Installs a filter decoded from a snapshot (replacing any the user had),
+  // with accounting. Not journaled.
+  void LoadUser(const Surface& surface, absl::string_view user_id,
+                UserFilter filter);
+  // Forgets every user (recovery falling back to an older snapshot).
+  void Clear();
+
  private:
   // A user's filter plus when it was last read or written (clock ms), the
   // LRU key of the memory ceiling. Reads touch it under the shared shard
@@ -184,7 +206,8 @@ class ShardedFilterStore {
   };
 
   struct Shard {
-    mutable absl::Mutex mu;
+    // std::shared_mutex underneath, so TSan sees it (annotated_mutex.h).
+    mutable SharedMutex mu;
     absl::flat_hash_map<std::string, StoredFilter> users ABSL_GUARDED_BY(mu);
     // (capacity - size) * slot bytes of `users`, last accounted.
     int64_t table_slack_bytes ABSL_GUARDED_BY(mu) = 0;
@@ -214,6 +237,7 @@ class ShardedFilterStore {
   std::atomic<int64_t> total_bytes_{0};
   std::atomic<uint64_t> evicted_users_{0};
   std::atomic<uint64_t> evicted_bytes_{0};
+  std::atomic<StoreJournal*> journal_{nullptr};
   std::unique_ptr<Shard[]> shards_storage_;
   absl::Span<Shard> shards_;
 };
