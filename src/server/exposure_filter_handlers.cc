@@ -21,6 +21,18 @@ void HashItems(const google::protobuf::RepeatedField<uint64_t>& ids,
   for (const std::string& key : keys) out->push_back(HashItemKey(key));
 }
 
+// Exposure lag bounds in ms, 100 ms .. 7 days: seconds are healthy,
+// minutes mean a backlog, hours or days a replay or a stuck producer.
+std::vector<uint64_t> LagBoundsMs() {
+  std::vector<uint64_t> ms;
+  for (double s :
+       {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+        1800.0, 3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0}) {
+    ms.push_back(static_cast<uint64_t>(s * 1000));
+  }
+  return ms;
+}
+
 }  // namespace
 
 ExposureFilterHandlers::ExposureFilterHandlers(SurfaceRegistry* surfaces,
@@ -29,7 +41,17 @@ ExposureFilterHandlers::ExposureFilterHandlers(SurfaceRegistry* surfaces,
     : surfaces_(surfaces),
       store_(store),
       limits_(limits),
-      started_ms_(store->clock().NowMs()) {}
+      started_ms_(store->clock().NowMs()),
+      exposure_lag_ms_(LagBoundsMs()) {}
+
+ExposureFilterHandlers::Counters ExposureFilterHandlers::counters() const {
+  Counters c;
+  c.items_recorded = items_recorded_.load(std::memory_order_relaxed);
+  c.items_expired = items_expired_.load(std::memory_order_relaxed);
+  c.candidates_checked = candidates_checked_.load(std::memory_order_relaxed);
+  c.candidates_removed = candidates_removed_.load(std::memory_order_relaxed);
+  return c;
+}
 
 absl::Status ExposureFilterHandlers::CheckAvailable() const {
   if (available_.load(std::memory_order_acquire)) return absl::OkStatus();
@@ -54,17 +76,32 @@ absl::Status ExposureFilterHandlers::RecordExposure(
   if (absl::Status s = ValidateRecordExposure(req, limits_, now); !s.ok()) {
     return s;
   }
-  absl::StatusOr<const Surface*> surface = surfaces_->GetOrCreate(req.surface());
+  absl::StatusOr<const Surface*> surface =
+      surfaces_->GetOrCreate(req.surface());
   if (!surface.ok()) return surface.status();
   // Hash everything first: the store then only takes locks to set bits.
   std::vector<std::vector<uint64_t>> hashes(req.exposures_size());
   std::vector<UserExposures> batch;
   batch.reserve(req.exposures_size());
+  // Lags are binned locally and merged once: one set of atomic adds per
+  // request, not per user.
+  std::vector<uint64_t> lag_counts(exposure_lag_ms_.num_buckets());
+  uint64_t lag_sum_ms = 0;
+  bool lag_observed = false;
   for (int i = 0; i < req.exposures_size(); ++i) {
     const Exposure& e = req.exposures(i);
     HashItems(e.item_ids(), e.item_keys(), &hashes[i]);
     batch.push_back(UserExposures{e.user_id(), hashes[i], e.event_time_ms()});
+    if (e.event_time_ms() != 0 && !hashes[i].empty()) {
+      const uint64_t lag = now > e.event_time_ms()
+                               ? static_cast<uint64_t>(now - e.event_time_ms())
+                               : 0;
+      ++lag_counts[exposure_lag_ms_.Bucket(lag)];
+      lag_sum_ms += lag;
+      lag_observed = true;
+    }
   }
+  if (lag_observed) exposure_lag_ms_.Merge(lag_counts, lag_sum_ms);
   const RecordCounts counts = store_->Record(**surface, batch);
   // The store logged each change as it applied it; answer only once the log
   // holds them (group commit: concurrent RPCs share the write).
@@ -76,9 +113,9 @@ absl::Status ExposureFilterHandlers::RecordExposure(
   return absl::OkStatus();
 }
 
-absl::Status ExposureFilterHandlers::ResolveRead(absl::string_view surface_name,
-                                                 absl::string_view user_id,
-                                                 const Surface** surface) const {
+absl::Status ExposureFilterHandlers::ResolveRead(
+    absl::string_view surface_name, absl::string_view user_id,
+    const Surface** surface) const {
   if (absl::Status s = SurfaceRegistry::ValidateName(surface_name); !s.ok()) {
     return s;
   }
@@ -168,7 +205,8 @@ absl::Status ExposureFilterHandlers::GetUserStats(
     return s;
   }
   if (surface == nullptr) return absl::OkStatus();
-  std::optional<UserFilterStats> st = store_->GetUserStats(*surface, req.user_id());
+  std::optional<UserFilterStats> st =
+      store_->GetUserStats(*surface, req.user_id());
   if (!st.has_value()) return absl::OkStatus();
   resp->set_exists(true);
   resp->set_items(st->items);
@@ -237,6 +275,11 @@ absl::Status ExposureFilterHandlers::GetServerStats(
   resp->set_candidates_removed(
       candidates_removed_.load(std::memory_order_relaxed));
   resp->set_uptime_ms(store_->clock().NowMs() - started_ms_);
+  const EvictionCounts ev = store_->evictions();
+  resp->set_memory_limit_bytes(store_->memory_limit());
+  resp->set_users_evicted(ev.users);
+  resp->set_bytes_evicted(ev.bytes);
+  resp->set_table_slack_bytes(usage.table_slack_bytes);
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "exposure/v1/exposure_filter.pb.h"
 #include "src/persist/store_durability.h"
 #include "src/server/server_config.h"
+#include "src/server/striped_metrics.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
 
@@ -35,6 +36,18 @@ class ExposureFilterHandlers {
   absl::Status GetServerStats(const exposure::v1::GetServerStatsRequest& req,
                               exposure::v1::GetServerStatsResponse* resp);
 
+  // Counters since start, for metrics (exposure_filter_metrics.h).
+  struct Counters {
+    uint64_t items_recorded = 0;
+    uint64_t items_expired = 0;
+    uint64_t candidates_checked = 0;
+    uint64_t candidates_removed = 0;
+  };
+  Counters counters() const;
+  // Server clock minus event time of each recorded Exposure that carries an
+  // event time (0 = "now" carries none), in ms; negative lags (events a
+  // little ahead of our clock) count as 0.
+  const StripedHistogram& exposure_lag_ms() const { return exposure_lag_ms_; }
   // Durability (issue 4). While unavailable (recovery in progress) every
   // RPC answers UNAVAILABLE. With a durability attached, writes answer only
   // once the write-ahead log holds them. Both are set before serving.
@@ -66,6 +79,7 @@ class ExposureFilterHandlers {
   std::atomic<uint64_t> items_expired_{0};
   std::atomic<uint64_t> candidates_checked_{0};
   std::atomic<uint64_t> candidates_removed_{0};
+  StripedHistogram exposure_lag_ms_;
 };
 
 }  // namespace exposure_filter

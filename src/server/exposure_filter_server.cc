@@ -4,14 +4,49 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
+#include <climits>
+
 #include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
+#include "src/server/log_rate_limiter.h"
 
 namespace exposure_filter {
 namespace {
 
 constexpr char kServiceName[] = "exposure.v1.ExposureFilter";
+
+// A duration as a gRPC millisecond channel argument; zero or infinite means
+// "never" (INT_MAX is gRPC's infinity for these arguments).
+int ChannelArgMs(absl::Duration d) {
+  if (d <= absl::ZeroDuration() || d >= absl::Milliseconds(INT_MAX)) {
+    return INT_MAX;
+  }
+  return static_cast<int>(absl::ToInt64Milliseconds(d));
+}
+
+void ApplyKeepalive(const KeepaliveOptions& k, grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ChannelArgMs(k.time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             ChannelArgMs(k.timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                             k.permit_without_calls ? 1 : 0);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(std::min<int64_t>(
+          absl::ToInt64Milliseconds(k.min_client_ping_interval), INT_MAX)));
+  // Our own keepalive pings must continue on idle connections (the default
+  // stops after two pings without data), or dead idle peers go unnoticed.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
+                             k.max_ping_strikes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             ChannelArgMs(k.max_connection_idle));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                             ChannelArgMs(k.max_connection_age));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                             ChannelArgMs(k.max_connection_age_grace));
+}
 
 }  // namespace
 
@@ -34,6 +69,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->surfaces_ = *std::move(surfaces);
   s->store_ = std::make_unique<ShardedFilterStore>(config.shards, clock,
                                                    s->surfaces_.get());
+  s->store_->SetMemoryLimit(config.memory_limit_bytes);
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
       s->surfaces_.get(), s->store_.get(), config.limits);
   const bool durable = !config.durability.data_dir.empty();
@@ -48,6 +84,18 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     s->handlers_->SetAvailable(false);
   }
   s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get());
+  s->grpc_metrics_ = std::make_shared<GrpcServerMetrics>(
+      std::vector<std::string>{kServiceName, "grpc.health.v1.Health",
+                               "grpc.reflection.v1alpha.ServerReflection"});
+  s->metrics_ = std::make_shared<ExposureFilterMetrics>(
+      s->surfaces_.get(), s->store_.get(), s->handlers_.get());
+  s->process_metrics_ = std::make_shared<ProcessMetrics>();
+  if (!config.admin_listen_address.empty()) {
+    absl::StatusOr<std::unique_ptr<AdminHttpServer>> admin =
+        AdminHttpServer::Start(config.admin_listen_address, s->collectables());
+    if (!admin.ok()) return admin.status();
+    s->admin_ = *std::move(admin);
+  }
 
   // Link grpc.health.v1 into the generated descriptor pool so reflection can
   // describe the built-in health service (which itself uses upb, not this).
@@ -64,6 +112,12 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   // in-memory filters. A taken port must be a startup error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ApplyTransportTuning(config.transport, &builder);
+  ApplyKeepalive(config.keepalive, builder);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(s->grpc_metrics_->NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
@@ -102,20 +156,53 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   }
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
-  s->sweeper_ = std::thread([p = s.get()] { p->SweepLoop(); });
+  s->sweeper_ = std::thread([p = s.get()] { p->HousekeepingLoop(); });
   return s;
 }
 
 ExposureFilterServer::~ExposureFilterServer() {
   Shutdown();
+  // Start() may have failed before Shutdown had anything to stop.
+  if (!stopping_.HasBeenNotified()) stopping_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
+  admin_.reset();
 }
 
-void ExposureFilterServer::SweepLoop() {
-  while (!stopping_.WaitForNotificationWithTimeout(config_.sweep_interval)) {
-    const uint64_t removed = store_->DropExpired();
-    if (removed > 0) {
-      spdlog::debug("sweep removed {} users whose history aged out", removed);
+void ExposureFilterServer::Sweep() {
+  const absl::Time start = absl::Now();
+  SweepReport report;
+  store_->DropExpired(&report);
+  const absl::Time end = absl::Now();
+  metrics_->RecordSweep(report, end, end - start);
+  if (report.users_removed > 0) {
+    spdlog::debug("event=sweep users_aged_out={} took={}", report.users_removed,
+                  absl::FormatDuration(end - start));
+  }
+}
+
+void ExposureFilterServer::HousekeepingLoop() {
+  // Evictions are reported from here, not from the request path: one line
+  // per interval at most, with the totals.
+  LogRateLimiter eviction_log(absl::Seconds(10));
+  uint64_t evictions_logged = 0;
+  const absl::Duration tick =
+      std::min(absl::Seconds(1), config_.sweep_interval);
+  absl::Time next_sweep = absl::Now() + config_.sweep_interval;
+  while (!stopping_.WaitForNotificationWithTimeout(tick)) {
+    const EvictionCounts ev = store_->evictions();
+    uint64_t suppressed = 0;
+    if (ev.users != evictions_logged && eviction_log.Allow(&suppressed)) {
+      spdlog::warn(
+          "event=memory_ceiling_eviction users_evicted={} "
+          "users_evicted_total={} "
+          "bytes_evicted_total={} store_bytes={} memory_limit_bytes={}",
+          ev.users - evictions_logged, ev.users, ev.bytes,
+          store_->total_bytes(), store_->memory_limit());
+      evictions_logged = ev.users;
+    }
+    if (absl::Now() >= next_sweep) {
+      Sweep();
+      next_sweep = absl::Now() + config_.sweep_interval;
     }
   }
 }
@@ -125,11 +212,19 @@ void ExposureFilterServer::Shutdown() {
   // destroyed without a gRPC server: nothing to shut down.
   if (server_ == nullptr) return;
   absl::call_once(shutdown_once_, [this] {
-    spdlog::info("shutting down: NOT_SERVING, draining for up to {}",
-                 absl::FormatDuration(config_.shutdown_grace));
-    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    grpc::HealthCheckServiceInterface* health =
+        server_->GetHealthCheckService();
     health->SetServingStatus(kServiceName, false);
     health->SetServingStatus(false);
+    if (config_.shutdown_delay > absl::ZeroDuration()) {
+      // Still serving: a load balancer that has not seen NOT_SERVING yet may
+      // route calls here, and they must succeed.
+      spdlog::info("event=shutdown_delay health=NOT_SERVING delay={}",
+                   absl::FormatDuration(config_.shutdown_delay));
+      absl::SleepFor(config_.shutdown_delay);
+    }
+    spdlog::info("event=shutdown_drain grace={}",
+                 absl::FormatDuration(config_.shutdown_grace));
     stopping_.Notify();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(config_.shutdown_grace));
@@ -144,7 +239,15 @@ void ExposureFilterServer::Shutdown() {
             st.ToString());
       }
     }
-    spdlog::info("shutdown complete");
+    uint64_t failed = 0;
+    for (int code = 1; code < GrpcServerMetrics::kNumCodes; ++code) {
+      failed += grpc_metrics_->HandledCount(kServiceName, code);
+    }
+    spdlog::info(
+        "event=shutdown_complete msg=\"shutdown complete\" rpcs_started={} "
+        "rpcs_ok={} rpcs_failed={}",
+        grpc_metrics_->StartedCount(kServiceName),
+        grpc_metrics_->HandledCount(kServiceName, 0), failed);
   });
 }
 

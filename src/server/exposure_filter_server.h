@@ -1,19 +1,24 @@
 // ExposureFilterServer: owns the surfaces, the store and the gRPC server
-// (exposure.v1 + grpc.health.v1 + reflection) and the background sweeper
-// that drops aged-out slices.
+// (exposure.v1 + grpc.health.v1 + reflection), the admin HTTP port
+// (Prometheus /metrics) and the background housekeeper that drops aged-out
+// slices and reports memory-ceiling evictions.
 #ifndef EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVER_H_
 #define EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
 
 #include <memory>
 #include <thread>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "src/server/admin_http_server.h"
 #include "src/persist/store_durability.h"
 #include "src/server/exposure_filter_handlers.h"
+#include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
+#include "src/server/grpc_server_metrics.h"
+#include "src/server/process_metrics.h"
 #include "src/server/server_config.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
@@ -33,15 +38,24 @@ class ExposureFilterServer {
 
   // The bound port (useful with "localhost:0").
   int port() const { return port_; }
+  // The admin HTTP port, 0 when there is none.
+  int admin_port() const { return admin_ ? admin_->port() : 0; }
 
-  // Health -> NOT_SERVING, stop accepting, let in-flight RPCs finish for up to
-  // config.shutdown_grace, then cancel the rest; then (durable servers)
-  // write the final snapshot and close the log. Idempotent; thread-safe.
+  // Health -> NOT_SERVING, keep serving for config.shutdown_delay (so load
+  // balancers see it and stop routing here), stop accepting, let in-flight
+  // RPCs finish for up to config.shutdown_grace, then cancel the rest; then
+  // (durable servers) write the final snapshot and close the log.
+  // Idempotent; thread-safe; returns when all of that is done.
   void Shutdown();
   // Blocks until the server has shut down.
   void Wait();
 
   ShardedFilterStore& store() { return *store_; }
+  const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
+  // The Prometheus collectables /metrics serves.
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
+    return {grpc_metrics_, metrics_, process_metrics_};
+  }
   // Null when the server is not durable (no data_dir).
   StoreDurability* durability() { return durability_.get(); }
   // What recovery found at startup (zeros when not durable).
@@ -49,7 +63,10 @@ class ExposureFilterServer {
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
-  void SweepLoop();
+  // Every second: log new memory-ceiling evictions (rate-limited); every
+  // sweep_interval: drop aged-out slices and report the sweep.
+  void HousekeepingLoop();
+  void Sweep();
 
   const ServerConfig config_;
   std::unique_ptr<SurfaceRegistry> surfaces_;
@@ -59,6 +76,11 @@ class ExposureFilterServer {
   RecoveryReport recovery_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;
   std::unique_ptr<ExposureFilterService> service_;
+  // Metrics outlive server_ (its interceptors point at grpc_metrics_).
+  std::shared_ptr<GrpcServerMetrics> grpc_metrics_;
+  std::shared_ptr<ExposureFilterMetrics> metrics_;
+  std::shared_ptr<ProcessMetrics> process_metrics_;
+  std::unique_ptr<AdminHttpServer> admin_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Notification stopping_;

@@ -1,6 +1,10 @@
 #include "src/server/exposure_filter_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <string>
+
+#include "src/server/log_rate_limiter.h"
 
 namespace exposure_filter {
 namespace {
@@ -12,8 +16,32 @@ grpc::Status ToGrpcStatus(const absl::Status& s) {
                       std::string(s.message()));
 }
 
+// Errors that mean a bug or broken state here, not a bad request: worth a
+// warning, but at most one line per interval however often they repeat.
+bool IsServerFault(absl::StatusCode code) {
+  return code == absl::StatusCode::kInternal ||
+         code == absl::StatusCode::kUnknown ||
+         code == absl::StatusCode::kDataLoss;
+}
+
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
-                                 const absl::Status& s) {
+                                 const char* method, const absl::Status& s) {
+  if (!s.ok()) {
+    if (IsServerFault(s.code())) {
+      static LogRateLimiter limiter(absl::Seconds(10));
+      uint64_t suppressed = 0;
+      if (limiter.Allow(&suppressed)) {
+        spdlog::warn(
+            "event=rpc_server_error method={} status=\"{}\" suppressed={}",
+            method, s.ToString(), suppressed);
+      }
+    } else {
+      // Client errors are the client's to see (and counted by code in
+      // grpc_server_handled_total); per-request lines only at debug.
+      spdlog::debug("event=rpc_error method={} status=\"{}\"", method,
+                    s.ToString());
+    }
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
   return reactor;
@@ -25,40 +53,41 @@ grpc::ServerUnaryReactor* ExposureFilterService::RecordExposure(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::RecordExposureRequest* req,
     exposure::v1::RecordExposureResponse* resp) {
-  return Finish(ctx, handlers_->RecordExposure(*req, resp));
+  return Finish(ctx, "RecordExposure", handlers_->RecordExposure(*req, resp));
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::FilterRecalled(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::FilterRecalledRequest* req,
     exposure::v1::FilterRecalledResponse* resp) {
-  return Finish(ctx, handlers_->FilterRecalled(*req, resp));
+  return Finish(ctx, "FilterRecalled", handlers_->FilterRecalled(*req, resp));
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::GetFilter(
     grpc::CallbackServerContext* ctx, const exposure::v1::GetFilterRequest* req,
     exposure::v1::GetFilterResponse* resp) {
-  return Finish(ctx, handlers_->GetFilter(*req, resp));
+  return Finish(ctx, "GetFilter", handlers_->GetFilter(*req, resp));
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::GetUserStats(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::GetUserStatsRequest* req,
     exposure::v1::GetUserStatsResponse* resp) {
-  return Finish(ctx, handlers_->GetUserStats(*req, resp));
+  return Finish(ctx, "GetUserStats", handlers_->GetUserStats(*req, resp));
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::DeleteUser(
-    grpc::CallbackServerContext* ctx, const exposure::v1::DeleteUserRequest* req,
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::DeleteUserRequest* req,
     exposure::v1::DeleteUserResponse* resp) {
-  return Finish(ctx, handlers_->DeleteUser(*req, resp));
+  return Finish(ctx, "DeleteUser", handlers_->DeleteUser(*req, resp));
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::GetServerStats(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::GetServerStatsRequest* req,
     exposure::v1::GetServerStatsResponse* resp) {
-  return Finish(ctx, handlers_->GetServerStats(*req, resp));
+  return Finish(ctx, "GetServerStats", handlers_->GetServerStats(*req, resp));
 }
 
 }  // namespace exposure_filter

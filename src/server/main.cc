@@ -1,10 +1,10 @@
 // exposure-filter-server: parses flags, starts the server, and shuts it down
 // cleanly on SIGTERM/SIGINT.
+#include <spdlog/spdlog.h>
+
 #include <csignal>
 #include <cstdio>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(level);
+  // One line per event, UTC timestamps, logfmt-style key=value messages
+  // ("event=shutdown_complete rpcs_ok=..."), so logs parse without regexes.
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ level=%l %v",
+                      spdlog::pattern_time_type::utc);
   absl::StatusOr<ServerConfig> config = ConfigFromFlags();
   if (!config.ok()) {
     std::fprintf(stderr, "exposure-filter-server: %s\n",
@@ -59,15 +63,17 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<ExposureFilterServer>> server =
       ExposureFilterServer::Start(*config, &clock);
   if (!server.ok()) {
-    spdlog::critical("cannot start: {}", server.status().ToString());
+    spdlog::critical("event=start_failed status=\"{}\"",
+                     server.status().ToString());
     return 1;
   }
-  spdlog::info("exposure-filter-server serving on port {}: {}",
-               (*server)->port(), config->Summary());
+  spdlog::info("event=serving port={} admin_port={} {}", (*server)->port(),
+               (*server)->admin_port(), config->Summary());
   std::thread signal_waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
-    spdlog::info("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    spdlog::info("event=signal signal={}",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
     (*server)->Shutdown();
   });
   (*server)->Wait();

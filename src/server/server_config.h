@@ -17,11 +17,34 @@
 namespace exposure_filter {
 
 struct RequestLimits {
-  size_t max_id_bytes = 256;                  // user ids and item keys
-  size_t max_items_per_request = 100000;      // RecordExposure, all users
-  size_t max_exposures_per_request = 10000;   // RecordExposure users
-  size_t max_candidates_per_request = 100000; // FilterRecalled ids + keys
+  size_t max_id_bytes = 256;                   // user ids and item keys
+  size_t max_items_per_request = 100000;       // RecordExposure, all users
+  size_t max_exposures_per_request = 10000;    // RecordExposure users
+  size_t max_candidates_per_request = 100000;  // FilterRecalled ids + keys
   absl::Duration max_future_skew = absl::Minutes(5);
+};
+
+// gRPC HTTP/2 keepalive and connection-lifetime settings (issue 10); see
+// docs/operations.md. Durations of zero or infinity turn a setting off.
+struct KeepaliveOptions {
+  // The server pings a connection idle this long, and drops it when the
+  // ping is not answered within `timeout` (dead peers, silent NAT drops).
+  absl::Duration time = absl::Minutes(1);
+  absl::Duration timeout = absl::Seconds(20);
+  // Enforcement: a client pinging more often than this (with no data
+  // between) earns a strike; after max_ping_strikes the server sends GOAWAY
+  // ENHANCE_YOUR_CALM ("too_many_pings") and closes the connection.
+  absl::Duration min_client_ping_interval = absl::Seconds(10);
+  int max_ping_strikes = 2;
+  // Whether clients may keepalive-ping connections with no call in flight
+  // (recall servers keep idle channels warm), and the server pings them too.
+  bool permit_without_calls = true;
+  // Close connections idle this long / older than this (with
+  // max_connection_age_grace for calls in flight), e.g. so clients
+  // re-resolve and spread over new replicas.
+  absl::Duration max_connection_idle = absl::InfiniteDuration();
+  absl::Duration max_connection_age = absl::InfiniteDuration();
+  absl::Duration max_connection_age_grace = absl::InfiniteDuration();
 };
 
 struct ServerConfig {
@@ -37,6 +60,17 @@ struct ServerConfig {
   // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
   TransportTuning transport;
 
+  // --- Operations (issue 10): admin port, memory ceiling, lifecycle -------
+  // Admin HTTP (/metrics) address; "" = none. The flag defaults to
+  // 127.0.0.1:9464; in-process tests leave it off.
+  std::string admin_listen_address;
+  // Ceiling on the bytes user filters hold (0 = none): the least recently
+  // active users are evicted to stay under it.
+  uint64_t memory_limit_bytes = 0;
+  // On SIGTERM, how long to keep serving while reporting NOT_SERVING, so
+  // load balancers stop routing here before the port closes.
+  absl::Duration shutdown_delay = absl::ZeroDuration();
+  KeepaliveOptions keepalive;
   // --- Durability (issue 4): write-ahead log, snapshots, recovery. ---
   // durability.data_dir empty (the default here, for in-process tests) keeps
   // everything in memory only; the --data_dir flag defaults to ./data.

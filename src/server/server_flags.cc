@@ -55,6 +55,36 @@ ABSL_FLAG(int, tcp_min_read_chunk_size, 16 << 10,
 ABSL_FLAG(int, tcp_max_read_chunk_size, 4 << 20,
           "grpc.experimental.tcp_max_read_chunk_size");
 
+// --- Operations (issue 10): admin port, memory ceiling, lifecycle, keepalive
+ABSL_FLAG(std::string, admin_listen, "127.0.0.1:9464",
+          "admin HTTP address serving Prometheus /metrics (numeric host or "
+          "localhost); empty disables it");
+ABSL_FLAG(int64_t, memory_limit_bytes, 0,
+          "ceiling on the memory user filters hold; above it the least "
+          "recently active users are evicted (0 = no ceiling). Leave room "
+          "for the process itself: see docs/operations.md");
+ABSL_FLAG(absl::Duration, shutdown_delay, absl::ZeroDuration(),
+          "on SIGTERM, keep serving this long with health NOT_SERVING before "
+          "closing the port, so load balancers stop routing here first");
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Minutes(1),
+          "ping a client connection after this much inactivity (0 = never)");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
+          "close a connection whose keepalive ping is not answered in this "
+          "time");
+ABSL_FLAG(absl::Duration, keepalive_min_client_ping_interval, absl::Seconds(10),
+          "clients pinging more often than this get strikes, then GOAWAY "
+          "too_many_pings");
+ABSL_FLAG(int, keepalive_max_ping_strikes, 2,
+          "bad pings tolerated before GOAWAY (0 = unlimited)");
+ABSL_FLAG(bool, keepalive_permit_without_calls, true,
+          "allow keepalive pings on connections with no call in flight");
+ABSL_FLAG(absl::Duration, max_connection_idle, absl::InfiniteDuration(),
+          "close connections idle this long (inf = never)");
+ABSL_FLAG(absl::Duration, max_connection_age, absl::InfiniteDuration(),
+          "close connections older than this, so clients re-resolve and "
+          "rebalance (inf = never)");
+ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::InfiniteDuration(),
+          "after max_connection_age, calls in flight get this long to finish");
 // --- Durability (issue 4) ---------------------------------------------------
 ABSL_FLAG(std::string, data_dir, "./data",
           "directory of the write-ahead log and snapshots (locked: one server "
@@ -86,6 +116,11 @@ constexpr const char* kEnvFlags[] = {
     // Performance (issue 9).
     "http2_max_frame_size", "tcp_read_chunk_size", "tcp_min_read_chunk_size",
     "tcp_max_read_chunk_size",
+    // Operations (issue 10)
+    "admin_listen", "memory_limit_bytes", "shutdown_delay", "keepalive_time",
+    "keepalive_timeout", "keepalive_min_client_ping_interval",
+    "keepalive_max_ping_strikes", "keepalive_permit_without_calls",
+    "max_connection_idle", "max_connection_age", "max_connection_age_grace",
     // Durability (issue 4).
     "data_dir", "fsync", "fsync_interval", "snapshot_interval",
     "snapshot_wal_bytes", "strict_recovery"};
@@ -94,6 +129,50 @@ absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("--", name, " must be positive, got ", value));
+}
+
+absl::Status NotNegative(const char* name, absl::Duration d) {
+  if (d >= absl::ZeroDuration()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", name, " must not be negative, got ", absl::FormatDuration(d)));
+}
+
+// Operations flags (issue 10).
+absl::Status OperationsFromFlags(ServerConfig* c) {
+  c->admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
+  const int64_t limit = absl::GetFlag(FLAGS_memory_limit_bytes);
+  if (limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory_limit_bytes must not be negative, got ", limit));
+  }
+  c->memory_limit_bytes = static_cast<uint64_t>(limit);
+  c->shutdown_delay = absl::GetFlag(FLAGS_shutdown_delay);
+  KeepaliveOptions& k = c->keepalive;
+  k.time = absl::GetFlag(FLAGS_keepalive_time);
+  k.timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  k.min_client_ping_interval =
+      absl::GetFlag(FLAGS_keepalive_min_client_ping_interval);
+  k.max_ping_strikes = absl::GetFlag(FLAGS_keepalive_max_ping_strikes);
+  k.permit_without_calls = absl::GetFlag(FLAGS_keepalive_permit_without_calls);
+  k.max_connection_idle = absl::GetFlag(FLAGS_max_connection_idle);
+  k.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
+  k.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
+  for (auto [name, d] :
+       {std::pair{"shutdown_delay", c->shutdown_delay},
+        {"keepalive_time", k.time},
+        {"keepalive_timeout", k.timeout},
+        {"keepalive_min_client_ping_interval", k.min_client_ping_interval},
+        {"max_connection_idle", k.max_connection_idle},
+        {"max_connection_age", k.max_connection_age},
+        {"max_connection_age_grace", k.max_connection_age_grace}}) {
+    if (absl::Status s = NotNegative(name, d); !s.ok()) return s;
+  }
+  if (k.max_ping_strikes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keepalive_max_ping_strikes must not be negative, got ",
+                     k.max_ping_strikes));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -158,6 +237,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   c.transport.tcp_max_read_chunk_size =
       absl::GetFlag(FLAGS_tcp_max_read_chunk_size);
   if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
+  if (absl::Status s = OperationsFromFlags(&c); !s.ok()) return s;
   // Durability (issue 4).
   c.durability.data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<FsyncPolicy> fsync =
@@ -194,7 +274,11 @@ std::string ServerConfig::Summary() const {
       "surfaces=[%s] max_surfaces=%d max_id_bytes=%d "
       "max_items_per_request=%d max_exposures_per_request=%d "
       "max_candidates_per_request=%d max_future_skew=%s "
-      "max_receive_message_bytes=%d sweep_interval=%s shutdown_grace=%s",
+      "max_receive_message_bytes=%d sweep_interval=%s shutdown_grace=%s "
+      "admin_listen=%s memory_limit_bytes=%d shutdown_delay=%s "
+      "keepalive_time=%s keepalive_timeout=%s "
+      "keepalive_min_client_ping_interval=%s max_connection_idle=%s "
+      "max_connection_age=%s",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -203,7 +287,14 @@ std::string ServerConfig::Summary() const {
       limits.max_candidates_per_request,
       absl::FormatDuration(limits.max_future_skew), max_receive_message_bytes,
       absl::FormatDuration(sweep_interval),
-      absl::FormatDuration(shutdown_grace));
+      absl::FormatDuration(shutdown_grace),
+      admin_listen_address.empty() ? "off" : admin_listen_address,
+      memory_limit_bytes, absl::FormatDuration(shutdown_delay),
+      absl::FormatDuration(keepalive.time),
+      absl::FormatDuration(keepalive.timeout),
+      absl::FormatDuration(keepalive.min_client_ping_interval),
+      absl::FormatDuration(keepalive.max_connection_idle),
+      absl::FormatDuration(keepalive.max_connection_age));
 }
 
 }  // namespace exposure_filter

@@ -1,8 +1,8 @@
 #include "src/store/sharded_filter_store.h"
 
-#include <algorithm>
-
 #include <xxhash.h>
+
+#include <algorithm>
 
 #include "src/filter/filter_encoder.h"
 
@@ -23,6 +23,28 @@ int64_t EntryBytes(const std::string& key, const UserFilter& filter) {
 uint16_t SurfaceIdOfKey(const std::string& key) {
   return static_cast<uint16_t>(static_cast<unsigned char>(key[0]) |
                                (static_cast<unsigned char>(key[1]) << 8));
+}
+
+// Adds one user's live slices and estimated FP rate to the sweep report.
+void Observe(const Surface& surface, const UserFilter& filter, int64_t now,
+             SweepReport* report) {
+  if (report->surfaces.size() <= surface.id) {
+    report->surfaces.resize(surface.id + 1);
+  }
+  SweepReport::PerSurface& out = report->surfaces[surface.id];
+  double p_clean = 1.0;  // P(a fresh item passes every live segment)
+  for (const UserFilter::Slice& slice : filter.slices()) {
+    if (!surface.policy.SliceLive(slice.index, now)) continue;
+    ++out.live_slices;
+    for (const BloomSegment& seg : slice.segments) {
+      p_clean *= 1.0 - seg.EstimatedFpRate();
+    }
+  }
+  ++out.users;
+  const double fp = 1.0 - p_clean;
+  for (size_t i = 0; i < SweepReport::kNumFpRateBounds; ++i) {
+    if (fp <= SweepReport::kFpRateBounds[i]) ++out.users_by_fp_rate[i];
+  }
 }
 
 }  // namespace
@@ -47,15 +69,15 @@ std::string ShardedFilterStore::MakeKey(uint16_t surface_id,
 size_t ShardedFilterStore::EntryOverheadBytes(const std::string& key) {
   // A flat_hash_map slot holds the pair plus one control byte; keys beyond
   // the small-string buffer live on the heap (capacity + terminator).
-  size_t bytes = sizeof(std::pair<const std::string, UserFilter>) + 1;
+  size_t bytes = sizeof(std::pair<const std::string, StoredFilter>) + 1;
   if (key.capacity() > 15) bytes += key.capacity() + 1;
   return bytes;
 }
 
 ShardedFilterStore::Shard& ShardedFilterStore::ShardFor(
     absl::string_view user_id) const {
-  const uint64_t h = XXH3_64bits_withSeed(user_id.data(), user_id.size(),
-                                          kUserShardSeed);
+  const uint64_t h =
+      XXH3_64bits_withSeed(user_id.data(), user_id.size(), kUserShardSeed);
   // Multiply-shift of the top 32 bits: for a power-of-two count this is the
   // hash's top log2(n) bits.
   return shards_[((h >> 32) * shards_.size()) >> 32];
@@ -63,6 +85,7 @@ ShardedFilterStore::Shard& ShardedFilterStore::ShardFor(
 
 void ShardedFilterStore::Account(Shard& shard, uint16_t surface_id,
                                  int64_t users_delta, int64_t bytes_delta) {
+  total_bytes_.fetch_add(bytes_delta, std::memory_order_relaxed);
   if (shard.surface_usage.size() <= surface_id) {
     shard.surface_usage.resize(surface_id + 1);
   }
@@ -72,8 +95,19 @@ void ShardedFilterStore::Account(Shard& shard, uint16_t surface_id,
   shard.bytes += bytes_delta;
 }
 
-RecordCounts ShardedFilterStore::Record(
-    const Surface& surface, absl::Span<const UserExposures> batch) {
+void ShardedFilterStore::AccountTable(Shard& shard) {
+  constexpr int64_t kSlotBytes =
+      sizeof(std::pair<const std::string, StoredFilter>) + 1;  // + control
+  const int64_t slack =
+      static_cast<int64_t>(shard.users.capacity() - shard.users.size()) *
+      kSlotBytes;
+  total_bytes_.fetch_add(slack - shard.table_slack_bytes,
+                         std::memory_order_relaxed);
+  shard.table_slack_bytes = slack;
+}
+
+RecordCounts ShardedFilterStore::Record(const Surface& surface,
+                                        absl::Span<const UserExposures> batch) {
   const int64_t now = clock_->NowMs();
   const FilterPolicy& policy = surface.policy;
   RecordCounts counts;
@@ -90,17 +124,65 @@ RecordCounts ShardedFilterStore::Record(
     Shard& shard = ShardFor(ue.user_id);
     WriterLock lock(&shard.mu);
     auto [it, inserted] = shard.users.try_emplace(std::move(key));
-    UserFilter& filter = it->second;
+    StoredFilter& filter = it->second;
     const int64_t before = inserted ? 0 : EntryBytes(it->first, filter);
     filter.DropExpired(policy, now);
     filter.Record(policy, ue.item_hashes, event);
+    filter.Touch(now);
     if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
       journal->OnRecord(surface.name, ue.user_id, event, ue.item_hashes);
     }
     Account(shard, surface.id, inserted ? 1 : 0,
             EntryBytes(it->first, filter) - before);
+    if (inserted) AccountTable(shard);
+    if (memory_limit_ != 0 && total_bytes() > memory_limit_) {
+      EvictForMemory(shard, it->first);
+    }
   }
   return counts;
+}
+
+void ShardedFilterStore::EvictForMemory(Shard& shard, const std::string& keep) {
+  auto& users = shard.users;
+  while (total_bytes() > memory_limit_ && users.size() > 1) {
+    auto it = shard.eviction_cursor.empty() ? users.begin()
+                                            : users.find(shard.eviction_cursor);
+    if (it == users.end()) it = users.begin();
+    auto victim = users.end();
+    int64_t victim_active = 0;
+    const size_t sample = std::min<size_t>(kEvictionSample, users.size());
+    for (size_t i = 0; i < sample; ++i, ++it) {
+      if (it == users.end()) it = users.begin();
+      const int64_t active =
+          it->second.last_active_ms.load(std::memory_order_relaxed);
+      if (it->first != keep &&
+          (victim == users.end() || active < victim_active)) {
+        victim = it;
+        victim_active = active;
+      }
+    }
+    if (it == users.end()) {
+      shard.eviction_cursor.clear();
+    } else {
+      shard.eviction_cursor = it->first;
+    }
+    if (victim == users.end()) break;  // only `keep` was sampled
+    const int64_t bytes = EntryBytes(victim->first, victim->second);
+    Account(shard, SurfaceIdOfKey(victim->first), -1, -bytes);
+    // Journaled as a delete, so recovery does not bring the user back.
+    if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
+      if (const Surface* surface =
+              surfaces_->ById(SurfaceIdOfKey(victim->first))) {
+        journal->OnDelete(surface->name,
+                          absl::string_view(victim->first).substr(2));
+      }
+    }
+    users.erase(victim);
+    AccountTable(shard);
+    evicted_users_.fetch_add(1, std::memory_order_relaxed);
+    evicted_bytes_.fetch_add(static_cast<uint64_t>(bytes),
+                             std::memory_order_relaxed);
+  }
 }
 
 void ShardedFilterStore::RemoveExposed(const Surface& surface,
@@ -113,6 +195,7 @@ void ShardedFilterStore::RemoveExposed(const Surface& surface,
   ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return;
+  it->second.Touch(now);
   it->second.RemoveExposed(surface.policy, now, item_hashes, keep);
 }
 
@@ -127,11 +210,13 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
   ReaderLock lock(&shard.mu);
   if (surface != nullptr) {
     auto it = shard.users.find(MakeKey(surface->id, user_id));
-    if (it != shard.users.end()) filter = &it->second;
+    if (it != shard.users.end()) {
+      it->second.Touch(now);
+      filter = &it->second;
+    }
   }
   if (!if_version.empty()) {
-    pull.version =
-        FilterVersionString(FilterFingerprint(filter, policy, now));
+    pull.version = FilterVersionString(FilterFingerprint(filter, policy, now));
     if (pull.version == if_version) {
       pull.not_modified = true;
       return pull;
@@ -169,14 +254,16 @@ bool ShardedFilterStore::DeleteUser(const Surface& surface,
       it->second.HasLiveSlices(surface.policy, clock_->NowMs());
   Account(shard, surface.id, -1, -EntryBytes(it->first, it->second));
   shard.users.erase(it);
+  AccountTable(shard);
   if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
     journal->OnDelete(surface.name, user_id);
   }
   return had_live;
 }
 
-uint64_t ShardedFilterStore::DropExpired() {
+uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
   uint64_t removed = 0;
+  if (report != nullptr) *report = SweepReport();
   // One shard at a time: readers of other shards never wait on the sweep.
   for (Shard& shard : shards_) {
     const int64_t now = clock_->NowMs();
@@ -188,12 +275,19 @@ uint64_t ShardedFilterStore::DropExpired() {
       UserFilter& filter = it->second;
       const int64_t before = EntryBytes(key, filter);
       if (surface == nullptr || filter.DropExpired(surface->policy, now) == 0) {
+        if (report != nullptr && surface != nullptr) {
+          Observe(*surface, filter, now, report);
+        }
         ++it;
         continue;
+      }
+      if (report != nullptr && !filter.slices().empty()) {
+        Observe(*surface, filter, now, report);
       }
       if (filter.slices().empty()) {
         Account(shard, surface_id, -1, -before);
         shard.users.erase(it++);
+        AccountTable(shard);
         ++removed;
       } else {
         Account(shard, surface_id, 0, EntryBytes(key, filter) - before);
@@ -201,6 +295,7 @@ uint64_t ShardedFilterStore::DropExpired() {
       }
     }
   }
+  if (report != nullptr) report->users_removed = removed;
   return removed;
 }
 
@@ -227,16 +322,21 @@ void ShardedFilterStore::LoadUser(const Surface& surface,
   auto [it, inserted] = shard.users.try_emplace(std::move(key));
   const int64_t before = inserted ? 0 : EntryBytes(it->first, it->second);
   it->second = std::move(filter);
+  it->second.Touch(clock_->NowMs());
   Account(shard, surface.id, inserted ? 1 : 0,
           EntryBytes(it->first, it->second) - before);
+  if (inserted) AccountTable(shard);
 }
 
 void ShardedFilterStore::Clear() {
   for (Shard& shard : shards_) {
     WriterLock lock(&shard.mu);
+    total_bytes_.fetch_sub(static_cast<int64_t>(shard.bytes),
+                           std::memory_order_relaxed);
     shard.users.clear();
     shard.surface_usage.clear();
     shard.bytes = 0;
+    AccountTable(shard);
   }
 }
 
@@ -249,6 +349,7 @@ StoreUsage ShardedFilterStore::Usage(size_t num_surfaces) const {
     usage.shards.push_back(su);
     usage.users += su.users;
     usage.bytes += su.bytes;
+    usage.table_slack_bytes += static_cast<uint64_t>(shard.table_slack_bytes);
     for (size_t i = 0; i < shard.surface_usage.size() && i < num_surfaces;
          ++i) {
       usage.surfaces[i].users += shard.surface_usage[i].users;

@@ -15,11 +15,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "src/filter/user_filter.h"
@@ -53,12 +54,41 @@ struct ShardUsage {
   uint64_t bytes = 0;
 };
 
+// What the sweeper saw in one pass over every shard (DropExpired), per
+// surface (indexed by Surface::id): the figures that need a walk over every
+// user, so metrics read them from the last sweep instead of walking again.
+struct SweepReport {
+  // Upper bounds of the estimated-FP-rate histogram of users (cumulative
+  // counts: users_by_fp_rate[i] = users whose estimate is <= the bound).
+  static constexpr double kFpRateBounds[] = {1e-5, 1e-4, 1e-3, 2e-3, 5e-3,
+                                             1e-2, 2e-2, 5e-2, 1e-1, 1.0};
+  static constexpr size_t kNumFpRateBounds =
+      sizeof(kFpRateBounds) / sizeof(kFpRateBounds[0]);
+  struct PerSurface {
+    uint64_t users = 0;
+    uint64_t live_slices = 0;
+    uint64_t users_by_fp_rate[kNumFpRateBounds] = {};
+  };
+  std::vector<PerSurface> surfaces;
+  uint64_t users_removed = 0;  // whose whole history aged out
+};
+
+// Memory-ceiling eviction counters since start.
+struct EvictionCounts {
+  uint64_t users = 0;
+  uint64_t bytes = 0;
+};
+
 struct StoreUsage {
   std::vector<ShardUsage> shards;
   // Indexed by Surface::id.
   std::vector<ShardUsage> surfaces;
   uint64_t users = 0;
   uint64_t bytes = 0;
+  // Empty slots of the shards' hash tables (a flat_hash_map keeps up to
+  // half its slots free after growing, and never shrinks on erase); not in
+  // `bytes` or any user's, but counted against the memory ceiling.
+  uint64_t table_slack_bytes = 0;
 };
 
 class ShardedFilterStore {
@@ -93,8 +123,32 @@ class ShardedFilterStore {
   bool DeleteUser(const Surface& surface, absl::string_view user_id);
 
   // Drops aged-out slices and empty users, one shard at a time. Returns the
-  // number of users removed.
-  uint64_t DropExpired();
+  // number of users removed; fills `report` (if given) on the way.
+  uint64_t DropExpired(SweepReport* report = nullptr);
+
+  // --- Memory ceiling --------------------------------------------------
+  // Caps the accounted bytes of all users (0 = no cap). When a Record takes
+  // the store over it, the least recently active users are evicted, an
+  // approximate LRU sampled from the recording user's shard (as Redis's
+  // allkeys-lru samples keys): each eviction examines the next
+  // kEvictionSample entries of the shard's table from a cursor that walks
+  // it in slot order (slots are hash-ordered, so a run of them is a random
+  // sample) and evicts the one touched longest ago. The user being recorded
+  // is never the victim. Set before serving.
+  void SetMemoryLimit(uint64_t bytes) { memory_limit_ = bytes; }
+  uint64_t memory_limit() const { return memory_limit_; }
+  static constexpr int kEvictionSample = 8;
+  EvictionCounts evictions() const {
+    return {evicted_users_.load(std::memory_order_relaxed),
+            evicted_bytes_.load(std::memory_order_relaxed)};
+  }
+  // Accounted bytes of all users plus the tables' empty slots (what the
+  // ceiling compares), kept as a running total so the check costs one
+  // relaxed load.
+  uint64_t total_bytes() const {
+    const int64_t b = total_bytes_.load(std::memory_order_relaxed);
+    return b < 0 ? 0 : static_cast<uint64_t>(b);
+  }
 
   StoreUsage Usage(size_t num_surfaces) const;
   int num_shards() const { return static_cast<int>(shards_.size()); }
@@ -124,10 +178,41 @@ class ShardedFilterStore {
   void Clear();
 
  private:
+  // A user's filter plus when it was last read or written (clock ms), the
+  // LRU key of the memory ceiling. Reads touch it under the shared shard
+  // lock, hence atomic; it only moves forward, and a read that finds it
+  // current writes nothing, so hot users do not bounce the line.
+  struct StoredFilter : UserFilter {
+    StoredFilter() = default;
+    StoredFilter(StoredFilter&& o) noexcept
+        : UserFilter(std::move(o)),
+          last_active_ms(o.last_active_ms.load(std::memory_order_relaxed)) {}
+    StoredFilter& operator=(StoredFilter&& o) noexcept {
+      UserFilter::operator=(std::move(o));
+      last_active_ms.store(o.last_active_ms.load(std::memory_order_relaxed),
+                           std::memory_order_relaxed);
+      return *this;
+    }
+    StoredFilter& operator=(UserFilter&& f) noexcept {
+      UserFilter::operator=(std::move(f));
+      return *this;
+    }
+    void Touch(int64_t now_ms) const {
+      if (last_active_ms.load(std::memory_order_relaxed) < now_ms) {
+        last_active_ms.store(now_ms, std::memory_order_relaxed);
+      }
+    }
+    mutable std::atomic<int64_t> last_active_ms{0};
+  };
+
   struct Shard {
     // std::shared_mutex underneath, so TSan sees it (annotated_mutex.h).
     mutable SharedMutex mu;
-    absl::flat_hash_map<std::string, UserFilter> users ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<std::string, StoredFilter> users ABSL_GUARDED_BY(mu);
+    // (capacity - size) * slot bytes of `users`, last accounted.
+    int64_t table_slack_bytes ABSL_GUARDED_BY(mu) = 0;
+    // Key of the next entry the eviction sampler examines ("" = begin()).
+    std::string eviction_cursor ABSL_GUARDED_BY(mu);
     // Indexed by surface id; grown on demand.
     std::vector<ShardUsage> surface_usage ABSL_GUARDED_BY(mu);
     uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
@@ -137,11 +222,21 @@ class ShardedFilterStore {
   // user's surfaces sit together.
   static std::string MakeKey(uint16_t surface_id, absl::string_view user_id);
   Shard& ShardFor(absl::string_view user_id) const;
-  static void Account(Shard& shard, uint16_t surface_id, int64_t users_delta,
-                      int64_t bytes_delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  void Account(Shard& shard, uint16_t surface_id, int64_t users_delta,
+               int64_t bytes_delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Re-accounts the table's empty slots after an insert or erase.
+  void AccountTable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // Evicts sampled least-recently-active users of `shard` (never `keep`)
+  // until the store is under the ceiling or `keep` is all the shard holds.
+  void EvictForMemory(Shard& shard, const std::string& keep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const Clock* const clock_;
   const SurfaceRegistry* const surfaces_;
+  uint64_t memory_limit_ = 0;
+  std::atomic<int64_t> total_bytes_{0};
+  std::atomic<uint64_t> evicted_users_{0};
+  std::atomic<uint64_t> evicted_bytes_{0};
   std::atomic<StoreJournal*> journal_{nullptr};
   std::unique_ptr<Shard[]> shards_storage_;
   absl::Span<Shard> shards_;

@@ -64,6 +64,7 @@ class ServerProcess:
         self.env = server_env(env)
         self.port = None
         self.address = None
+        self.admin_port = None
         self.proc = None
         self._log = tempfile.NamedTemporaryFile(
             prefix="ef_e2e_server_", suffix=".log", delete=False)
@@ -76,6 +77,11 @@ class ServerProcess:
         self.port = free_port()
         self.address = "127.0.0.1:%d" % self.port
         argv = [server_binary(), "--listen=" + self.address] + self.flags
+        # The admin (metrics) port defaults to 127.0.0.1:9464, which servers
+        # running side by side would fight over: give each a free one.
+        if not any(f.startswith("--admin_listen=") for f in self.flags):
+            self.admin_port = free_port()
+            argv.append("--admin_listen=127.0.0.1:%d" % self.admin_port)
         self.proc = subprocess.Popen(argv, env=self.env, stdout=self._log,
                                      stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
@@ -177,6 +183,8 @@ def run_to_exit(*flags, env=None, timeout=EXIT_TIMEOUT_S):
     flags = list(flags)
     if not any(f.startswith("--listen=") for f in flags):
         flags.insert(0, "--listen=127.0.0.1:%d" % free_port())
+    if not any(f.startswith("--admin_listen=") for f in flags):
+        flags.insert(0, "--admin_listen=127.0.0.1:%d" % free_port())
     data_dir = None
     if not any(f.startswith("--data_dir") for f in flags):
         data_dir = tempfile.mkdtemp(prefix="ef_e2e_data_")
