@@ -1,9 +1,9 @@
 #include "exposure_filter/filter_view.h"
 
+#include <xxhash.h>
+
 #include <cmath>
 #include <cstring>
-
-#include <xxhash.h>
 
 #include "absl/strings/str_cat.h"
 #include "exposure_filter/bloom_probe.h"
@@ -86,8 +86,8 @@ absl::StatusOr<FilterView> FilterView::Parse(absl::string_view bytes) {
                                     s.num_blocks, " out of range"));
     }
     if (s.k < kMinProbes || s.k > kMaxProbes) {
-      return Malformed(absl::StrCat("segment ", i, " probe count ", s.k,
-                                    " out of range"));
+      return Malformed(
+          absl::StrCat("segment ", i, " probe count ", s.k, " out of range"));
     }
     if (s.end_ms < s.start_ms) {
       return Malformed(absl::StrCat("segment ", i, " ends before it starts"));
@@ -126,10 +126,23 @@ void FilterView::KeepMaskIds(absl::Span<const uint64_t> ids,
   for (size_t i = 0; i < ids.size(); ++i) keep[i] = !MayContainId(ids[i]);
 }
 
+void FilterView::KeepMaskKeys(absl::Span<const std::string> keys,
+                              uint8_t* keep) const {
+  for (size_t i = 0; i < keys.size(); ++i) keep[i] = !MayContainKey(keys[i]);
+}
+
+void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
+                                uint8_t* keep) const {
+  for (size_t i = 0; i < item_hashes.size(); ++i) {
+    keep[i] = !MayContainHash(item_hashes[i]);
+  }
+}
+
 double FilterView::EstimatedFpRate() const {
   double clean = 1.0;
   for (const Segment& s : segments_) {
-    clean *= 1.0 - BlockedFpRate(static_cast<double>(s.item_count) / s.num_blocks, s.k);
+    clean *= 1.0 - BlockedFpRate(
+                       static_cast<double>(s.item_count) / s.num_blocks, s.k);
   }
   return 1.0 - clean;
 }
