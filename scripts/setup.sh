@@ -11,6 +11,7 @@ PACKAGES=(
   libabsl-dev libxxhash-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-xxhash
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes
 )
 
 missing=()
