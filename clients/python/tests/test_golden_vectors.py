@@ -111,6 +111,20 @@ class GoldenVectorsTest(unittest.TestCase):
                     FilterView.parse(reseal(bytes(bad)))
         self.assertEqual(len(FilterView.parse(reseal(good)).segments), 1)
 
+    def test_the_spec_shows_the_tiny_vector_bytes(self):
+        """docs/filter-format.md's worked example is this vector's bytes
+        (regenerate with tools/golden/worked_example.py)."""
+        doc_path = os.path.join(TESTDATA, "..", "..", "docs",
+                                "filter-format.md")
+        with open(doc_path, encoding="utf-8") as f:
+            doc = f.read()
+        data = bytes.fromhex(next(x for x in self.vectors
+                                  if x["name"] == "tiny")["filter_hex"])
+        for off in range(0, len(data), 16):
+            line = "%04x  %s" % (off, " ".join(
+                "%02x" % b for b in data[off:off + 16]))
+            self.assertIn(line + "\n", doc)
+
 
 if __name__ == "__main__":
     unittest.main()
