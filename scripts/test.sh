@@ -23,6 +23,6 @@ if [[ ${1:-} == thread ]]; then
   # to TSan, so tests whose threads synchronise only through it (the store
   # concurrency test) or through gRPC internals report false races. They run
   # in the regular and ASan builds; see the durability issue's note.
-  exclude=(-E "StoreConcurrency|ExposureFilterServer|e2e_python|ClientAgainst|FilterCacheAgainst|PulledFilterTest")
+  exclude=(-E "StoreConcurrency|ExposureFilterServer|e2e_python|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest")
 fi
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${exclude[@]}"

@@ -3,8 +3,10 @@
 // corrupt or inconsistent answers from a scripted fake.
 #include "exposure_filter/filter_cache.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +133,28 @@ TEST_F(FilterCacheAgainstServerTest, HoldsAtMostMaxUsers) {
   EXPECT_EQ(cache.stats().not_modified, 1u);
   cache.Invalidate("homefeed", "u1");
   EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST_F(FilterCacheAgainstServerTest, ConcurrentGetsShareOneConsistentCache) {
+  Record("shared", {1, 2, 3});
+  FilterCache cache(client_.get(), {.max_users = 3});
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        // Everyone reads "shared"; the private users churn the LRU.
+        auto f = cache.Get("homefeed", i % 2 ? "shared" : absl::StrCat("u", t));
+        if (!f.ok() || (i % 2 && !(*f)->view().MayContainId(2))) ++failures;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_LE(cache.size(), 3u);
+  const FilterCacheStats st = cache.stats();
+  EXPECT_EQ(st.full_pulls + st.not_modified, 100u);
+  EXPECT_EQ(st.errors, 0u);
 }
 
 TEST_F(FilterCacheAgainstServerTest, ServerErrorsPassThrough) {
