@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
+#include "src/persist/store_durability.h"
 
 namespace exposure_filter {
 
@@ -32,6 +33,11 @@ struct ServerConfig {
   int max_receive_message_bytes = 64 << 20;
   absl::Duration sweep_interval = absl::Minutes(1);
   absl::Duration shutdown_grace = absl::Seconds(10);
+
+  // --- Durability (issue 4): write-ahead log, snapshots, recovery. ---
+  // durability.data_dir empty (the default here, for in-process tests) keeps
+  // everything in memory only; the --data_dir flag defaults to ./data.
+  DurabilityOptions durability;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;
