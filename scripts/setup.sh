@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev
   python3 python3-grpcio python3-protobuf python3-xxhash
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes
 )
 
 missing=()

@@ -3,8 +3,9 @@
 // with GetFilter and test candidates locally.
 //
 //   absl::StatusOr<FilterView> view = FilterView::Parse(response.filter());
-//   if (!view.ok()) ...                      // malformed bytes: an error, never UB
-//   bool seen = view->MayContainId(item_id); // same answer as FilterRecalled
+//   if (!view.ok()) ...                      // malformed bytes: an error,
+//   never UB bool seen = view->MayContainId(item_id); // same answer as
+//   FilterRecalled
 //
 // The view points into the caller's bytes; they must outlive it. Parse checks
 // every length and the checksum before any probe reads a block.
@@ -12,10 +13,11 @@
 #define EXPOSURE_FILTER_FILTER_VIEW_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace exposure_filter {
@@ -37,8 +39,13 @@ class FilterView {
   bool MayContainHash(uint64_t item_hash) const;
   bool MayContainId(uint64_t id) const;
   bool MayContainKey(absl::string_view key) const;
-  // keep[i] = 0 where ids[i] may have been exposed, else 1.
+  // Batch checks, as FilterRecalled's KEEP_MASK: keep[i] = 0 where item i
+  // may have been exposed, else 1. `keep` must hold as many bytes as there
+  // are items.
   void KeepMaskIds(absl::Span<const uint64_t> ids, uint8_t* keep) const;
+  void KeepMaskKeys(absl::Span<const std::string> keys, uint8_t* keep) const;
+  void KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
+                      uint8_t* keep) const;
 
   const std::vector<Segment>& segments() const { return segments_; }
   double fp_rate_target() const { return fp_rate_target_; }

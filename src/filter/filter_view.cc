@@ -1,10 +1,10 @@
 #include "exposure_filter/filter_view.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-
-#include <xxhash.h>
 
 #include "absl/strings/str_cat.h"
 #include "exposure_filter/bloom_probe.h"
@@ -88,8 +88,8 @@ absl::StatusOr<FilterView> FilterView::Parse(absl::string_view bytes) {
                                     s.num_blocks, " out of range"));
     }
     if (s.k < kMinProbes || s.k > kMaxProbes) {
-      return Malformed(absl::StrCat("segment ", i, " probe count ", s.k,
-                                    " out of range"));
+      return Malformed(
+          absl::StrCat("segment ", i, " probe count ", s.k, " out of range"));
     }
     if (s.end_ms < s.start_ms) {
       return Malformed(absl::StrCat("segment ", i, " ends before it starts"));
@@ -125,34 +125,46 @@ bool FilterView::MayContainKey(absl::string_view key) const {
 
 void FilterView::KeepMaskIds(absl::Span<const uint64_t> ids,
                              uint8_t* keep) const {
-  // Hash each candidate once, then run the server's batch kernel segment by
-  // segment. The kernel reads blocks as native 64-bit words, which is the
-  // format's little-endian layout only on little-endian hosts, and needs them
-  // 8-byte aligned (a std::string's buffer, plus the 32-byte headers, is).
+  // Hash each candidate once, then run the batch kernel over the hashes.
   std::vector<uint64_t> hashes(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) hashes[i] = HashItemId(ids[i]);
+  KeepMaskHashes(hashes, keep);
+}
+
+void FilterView::KeepMaskKeys(absl::Span<const std::string> keys,
+                              uint8_t* keep) const {
+  for (size_t i = 0; i < keys.size(); ++i) keep[i] = !MayContainKey(keys[i]);
+}
+
+void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
+                                uint8_t* keep) const {
+  // The server's batch kernel, segment by segment. It reads blocks as native
+  // 64-bit words, which is the format's little-endian layout only on
+  // little-endian hosts, and needs them 8-byte aligned (a std::string's
+  // buffer, plus the 32-byte headers, is).
   bool fast = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
   for (const Segment& s : segments_) {
     fast &= reinterpret_cast<uintptr_t>(s.blocks) % alignof(uint64_t) == 0;
   }
   if (!fast) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      keep[i] = !MayContainHash(hashes[i]);
+    for (size_t i = 0; i < item_hashes.size(); ++i) {
+      keep[i] = !MayContainHash(item_hashes[i]);
     }
     return;
   }
-  std::fill(keep, keep + ids.size(), uint8_t{1});
+  std::fill(keep, keep + item_hashes.size(), uint8_t{1});
   for (const Segment& s : segments_) {
     RemoveContained(SegmentRef{reinterpret_cast<const uint64_t*>(s.blocks),
                                s.num_blocks, s.k},
-                    hashes.data(), hashes.size(), keep);
+                    item_hashes.data(), item_hashes.size(), keep);
   }
 }
 
 double FilterView::EstimatedFpRate() const {
   double clean = 1.0;
   for (const Segment& s : segments_) {
-    clean *= 1.0 - BlockedFpRate(static_cast<double>(s.item_count) / s.num_blocks, s.k);
+    clean *= 1.0 - BlockedFpRate(
+                       static_cast<double>(s.item_count) / s.num_blocks, s.k);
   }
   return 1.0 - clean;
 }

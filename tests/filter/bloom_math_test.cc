@@ -22,6 +22,26 @@ TEST(BloomMathTest, FpRateGrowsWithLoad) {
   }
 }
 
+// Overloaded blocks (a saturated last segment, or a pulled filter claiming
+// billions of items) report a rate near 1, not an underflowed 0, and the
+// computation stays short and defined.
+TEST(BloomMathTest, OverloadedBlocksApproachCertainty) {
+  double previous = 0;
+  for (double load : {100.0, 699.0, 701.0, 2000.0, 60000.0, 65536.0, 4.3e9}) {
+    for (int k : {1, 8, 16}) {
+      const double fp = BlockedFpRate(load, k);
+      EXPECT_GT(fp, 0.1) << load << " k=" << k;
+      EXPECT_LE(fp, 1.0) << load << " k=" << k;
+    }
+    const double fp1 = BlockedFpRate(load, 1);
+    EXPECT_GE(fp1, previous) << load;
+    previous = fp1;
+  }
+  // Continuous across the switch to the log-space start.
+  EXPECT_NEAR(BlockedFpRate(699.999, 4), BlockedFpRate(700.0, 4), 1e-6);
+  EXPECT_EQ(BlockedFpRate(1e9, 16), 1.0);
+}
+
 TEST(BloomMathTest, BlockedIsWorseThanClassicalAtTheSameBitsPerItem) {
   // Classical: (1 - e^(-k n/m))^k at 512/load bits per item.
   for (double load : {20.0, 50.0, 80.0}) {

@@ -69,6 +69,35 @@ TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
   EXPECT_NEAR(v->EstimatedFpRate(), f.Stats(p, kNow).estimated_fp_rate, 1e-9);
 }
 
+TEST(FilterFormatTest, BatchMasksAgreeWithSingleChecks) {
+  const FilterPolicy p = DefaultPolicy();
+  const UserFilter f = SampleFilter(p);
+  std::string bytes;
+  EncodeFilter(&f, p, kNow, &bytes);
+  absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::vector<uint64_t> ids, hashes;
+  std::vector<std::string> keys;
+  for (uint64_t id = 0; id < 2000; id += 3) {
+    ids.push_back(id);
+    hashes.push_back(HashItemId(id));
+    keys.push_back(id % 2 ? "video:abc" : std::to_string(id));
+  }
+  std::vector<uint8_t> by_id(ids.size()), by_hash(ids.size()),
+      by_key(keys.size());
+  v->KeepMaskIds(ids, by_id.data());
+  v->KeepMaskHashes(hashes, by_hash.data());
+  v->KeepMaskKeys(keys, by_key.data());
+  int removed = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(by_id[i], !v->MayContainId(ids[i])) << ids[i];
+    EXPECT_EQ(by_hash[i], by_id[i]) << ids[i];
+    EXPECT_EQ(by_key[i], !v->MayContainKey(keys[i])) << keys[i];
+    removed += !by_id[i];
+  }
+  EXPECT_GE(removed, 100);  // ids below 300 were recorded
+}
+
 TEST(FilterFormatTest, VersionIsTheChecksumAndTracksChangesAndExpiry) {
   const FilterPolicy p = DefaultPolicy();
   UserFilter f = SampleFilter(p);

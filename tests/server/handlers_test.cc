@@ -406,6 +406,65 @@ TEST_F(ExposureFilterHandlersTest, GetFilterReturnsAPortableFilterAndVersion) {
   EXPECT_TRUE(FilterView::Parse(changed.filter())->MayContainId(4));
 }
 
+// The version is a pure function of the filter: reads, re-recording a present
+// item and sweeping a slice that no longer counts leave it alone; a new item,
+// a delete and a slice ageing out (with no write at all) change it.
+TEST_F(ExposureFilterHandlersTest,
+       GetFilterVersionChangesExactlyWithTheFilter) {
+  const int64_t day = absl::ToInt64Milliseconds(absl::Hours(24));
+  auto pull = [&](const std::string& if_version) {
+    GetFilterRequest req;
+    req.set_surface("homefeed");
+    req.set_user_id("alice");
+    req.set_if_version(if_version);
+    GetFilterResponse resp;
+    EXPECT_THAT(handlers_->GetFilter(req, &resp), IsOk());
+    // not_modified answers never carry bytes; fresh ones always do.
+    EXPECT_EQ(resp.filter().empty(), resp.not_modified());
+    return resp;
+  };
+  const std::string empty = pull("").version();
+  ASSERT_THAT(Record({MakeExposure("alice", {1, 2}, {}, kNowMs - 20 * day)}),
+              IsOk());
+  const std::string v1 = pull("").version();
+  EXPECT_NE(v1, empty);
+  EXPECT_TRUE(pull(v1).not_modified());
+
+  Filter(MakeFilterRequest("alice", {1, 2, 3}));
+  ASSERT_THAT(Record({MakeExposure("alice", {1}, {}, kNowMs - 20 * day)}),
+              IsOk());
+  EXPECT_TRUE(pull(v1).not_modified()) << "reads and duplicates are no-ops";
+
+  ASSERT_THAT(Record({MakeExposure("alice", {7})}), IsOk());
+  const GetFilterResponse after_record = pull(v1);
+  EXPECT_FALSE(after_record.not_modified());
+  const std::string v2 = after_record.version();
+  EXPECT_NE(v2, v1);
+
+  // The 20-day-old slice ages out between two pulls: no write, new version,
+  // and the filter no longer claims its items.
+  clock_.Advance(absl::Hours(24 * 16));
+  const GetFilterResponse after_expiry = pull(v2);
+  EXPECT_FALSE(after_expiry.not_modified());
+  EXPECT_NE(after_expiry.version(), v2);
+  absl::StatusOr<FilterView> view = FilterView::Parse(after_expiry.filter());
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_FALSE(view->MayContainId(1) && view->MayContainId(2));
+  EXPECT_TRUE(view->MayContainId(7));
+  // The sweeper freeing that slice changes nothing a client can see.
+  store_->DropExpired();
+  EXPECT_TRUE(pull(after_expiry.version()).not_modified());
+
+  DeleteUserRequest del;
+  del.set_surface("homefeed");
+  del.set_user_id("alice");
+  DeleteUserResponse del_resp;
+  ASSERT_THAT(handlers_->DeleteUser(del, &del_resp), IsOk());
+  const GetFilterResponse after_delete = pull(after_expiry.version());
+  EXPECT_FALSE(after_delete.not_modified());
+  EXPECT_EQ(after_delete.version(), empty);
+}
+
 TEST_F(ExposureFilterHandlersTest,
        GetFilterOfANeverWrittenSurfaceUsesItsPolicy) {
   FilterPolicyOptions video;
