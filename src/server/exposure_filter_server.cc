@@ -33,8 +33,14 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->surfaces_ = *std::move(surfaces);
   s->store_ = std::make_unique<ShardedFilterStore>(config.shards, clock,
                                                    s->surfaces_.get());
+  s->trace_log_ = std::make_unique<TraceLog>(config.trace_limits);
+  if (!config.trace_users.empty()) {
+    absl::StatusOr<size_t> traced =
+        s->trace_log_->Add(config.trace_users, clock->NowMs());
+    if (!traced.ok()) return traced.status();
+  }
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
-      s->surfaces_.get(), s->store_.get(), config.limits);
+      s->surfaces_.get(), s->store_.get(), config.limits, s->trace_log_.get());
   s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get());
 
   // Link grpc.health.v1 into the generated descriptor pool so reflection can
@@ -73,6 +79,11 @@ ExposureFilterServer::~ExposureFilterServer() {
 void ExposureFilterServer::SweepLoop() {
   while (!stopping_.WaitForNotificationWithTimeout(config_.sweep_interval)) {
     const uint64_t removed = store_->DropExpired();
+    const uint64_t trace_entries =
+        trace_log_->DropExpired(store_->clock().NowMs());
+    if (trace_entries > 0) {
+      spdlog::debug("sweep dropped {} aged-out trace entries", trace_entries);
+    }
     if (removed > 0) {
       spdlog::debug("sweep removed {} users whose history aged out", removed);
     }

@@ -17,6 +17,7 @@
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
+#include "src/store/trace_log.h"
 
 namespace exposure_filter {
 
@@ -37,6 +38,8 @@ class ExposureFilterServer {
   void Wait();
 
   ShardedFilterStore& store() { return *store_; }
+  // Traced users' exact exposures (issue 6); Export/Import for durability.
+  TraceLog& trace_log() { return *trace_log_; }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -45,6 +48,7 @@ class ExposureFilterServer {
   const ServerConfig config_;
   std::unique_ptr<SurfaceRegistry> surfaces_;
   std::unique_ptr<ShardedFilterStore> store_;
+  std::unique_ptr<TraceLog> trace_log_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;
   std::unique_ptr<ExposureFilterService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
+#include "src/store/trace_log.h"
 
 namespace exposure_filter {
 
@@ -32,6 +33,9 @@ struct ServerConfig {
   int max_receive_message_bytes = 64 << 20;
   absl::Duration sweep_interval = absl::Minutes(1);
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Traced users (issue 6): traced from startup, and the bounds.
+  std::vector<std::string> trace_users;
+  TraceLimits trace_limits;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

@@ -44,6 +44,14 @@ ABSL_FLAG(absl::Duration, sweep_interval, absl::Minutes(1),
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight RPCs may take to finish");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
+// Traced users (issue 6: Explain, traced users, CLI).
+ABSL_FLAG(std::vector<std::string>, trace_users, {},
+          "comma-separated user ids whose exposures are also kept exactly "
+          "(item, time, surface) for Explain; more via AddTracedUsers");
+ABSL_FLAG(int, trace_max_users, 1000, "most users traced at once");
+ABSL_FLAG(int, trace_max_entries_per_user, 10000,
+          "exact exposures kept per traced user (all surfaces); past it the "
+          "oldest are dropped and counted");
 
 namespace exposure_filter {
 namespace {
@@ -53,7 +61,9 @@ constexpr const char* kEnvFlags[] = {
     "max_surfaces", "max_id_bytes", "max_items_per_request",
     "max_exposures_per_request", "max_candidates_per_request",
     "max_future_skew", "max_receive_message_bytes", "sweep_interval",
-    "shutdown_grace", "log_level"};
+    "shutdown_grace", "log_level",
+    // Traced users (issue 6).
+    "trace_users", "trace_max_users", "trace_max_entries_per_user"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -115,6 +125,28 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (c.sweep_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--sweep_interval must be positive");
   }
+  // Traced users (issue 6).
+  const int trace_max_users = absl::GetFlag(FLAGS_trace_max_users);
+  const int trace_max_entries = absl::GetFlag(FLAGS_trace_max_entries_per_user);
+  if (trace_max_users < 0 || trace_max_entries < 0) {
+    return absl::InvalidArgumentError(
+        "--trace_max_users and --trace_max_entries_per_user must be >= 0");
+  }
+  c.trace_limits.max_users = trace_max_users;
+  c.trace_limits.max_entries_per_user = trace_max_entries;
+  for (const std::string& user : absl::GetFlag(FLAGS_trace_users)) {
+    if (user.empty() || user.size() > c.limits.max_id_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--trace_users: user id '", user, "' is empty or longer than ",
+          c.limits.max_id_bytes, " bytes (--max_id_bytes)"));
+    }
+    c.trace_users.push_back(user);
+  }
+  if (c.trace_users.size() > c.trace_limits.max_users) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--trace_users lists ", c.trace_users.size(), " users, more than ",
+        "--trace_max_users=", c.trace_limits.max_users));
+  }
   return c;
 }
 
@@ -133,7 +165,8 @@ std::string ServerConfig::Summary() const {
       "surfaces=[%s] max_surfaces=%d max_id_bytes=%d "
       "max_items_per_request=%d max_exposures_per_request=%d "
       "max_candidates_per_request=%d max_future_skew=%s "
-      "max_receive_message_bytes=%d sweep_interval=%s shutdown_grace=%s",
+      "max_receive_message_bytes=%d sweep_interval=%s shutdown_grace=%s "
+      "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -142,7 +175,8 @@ std::string ServerConfig::Summary() const {
       limits.max_candidates_per_request,
       absl::FormatDuration(limits.max_future_skew), max_receive_message_bytes,
       absl::FormatDuration(sweep_interval),
-      absl::FormatDuration(shutdown_grace));
+      absl::FormatDuration(shutdown_grace), trace_users.size(),
+      trace_limits.max_users, trace_limits.max_entries_per_user);
 }
 
 }  // namespace exposure_filter
