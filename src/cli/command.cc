@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace exposure_filter::cli {
 namespace {
@@ -53,7 +54,12 @@ const char* CodeName(grpc::StatusCode code) {
 
 }  // namespace
 
-std::vector<Command> AllCommands() { return {HealthCommand()}; }
+std::vector<Command> AllCommands() {
+  return {HealthCommand(),    RecordCommand(),   FilterCommand(),
+          GetFilterCommand(), StatsCommand(),    ExplainCommand(),
+          DeleteCommand(),    TraceAddCommand(), TraceRemoveCommand(),
+          TraceListCommand()};
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const CliArgs& args) {
   grpc::ChannelArguments channel_args;
@@ -119,6 +125,21 @@ bool RequireUser(const CliArgs& args, absl::string_view command,
     return false;
   }
   return true;
+}
+
+std::vector<OptionSpec> UserSurfaceOptions() {
+  return {{"user", "ID", "user id (required)"},
+          {"surface", "NAME", "surface, e.g. homefeed (default \"\")"}};
+}
+
+std::string FormatMs(int64_t unix_ms) {
+  if (unix_ms == 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
+}
+
+std::string FormatRange(int64_t start_ms, int64_t end_ms) {
+  return absl::StrCat("[", FormatMs(start_ms), " .. ", FormatMs(end_ms), ")");
 }
 
 }  // namespace exposure_filter::cli

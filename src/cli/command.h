@@ -62,9 +62,18 @@ int UsageError(absl::string_view command, absl::string_view message);
 // as strings, as grpcurl prints them), with a trailing newline.
 std::string ToJson(const google::protobuf::Message& message);
 
-// Reads the user id from --user (required); empty on error after printing it.
+// Reads the user id from --user (required); false (after printing a usage
+// error) if it is missing.
 bool RequireUser(const CliArgs& args, absl::string_view command,
                  std::string* user);
+
+// --user=ID and --surface=NAME, for a CommandSpec.
+std::vector<OptionSpec> UserSurfaceOptions();
+
+// "2026-11-23T12:00:00.000Z" (UTC), or "-" for 0.
+std::string FormatMs(int64_t unix_ms);
+// "[start .. end)" of event time, UTC.
+std::string FormatRange(int64_t start_ms, int64_t end_ms);
 
 }  // namespace exposure_filter::cli
 

@@ -37,6 +37,24 @@ int Main(int argc, char** argv) {
     PrintTopLevelHelp(stderr, commands);
     return kExitUsage;
   }
+  // Common options may come before the subcommand
+  // (`exposure-filter-cli --address=h:p stats`): move them after it.
+  std::vector<std::string> leading;
+  while (!args.empty() && args[0].size() > 2 && args[0].rfind("--", 0) == 0 &&
+         args[0] != "--help") {
+    leading.push_back(args[0]);
+    args.erase(args.begin());
+    // "--address h:p": the value travels with its option.
+    if (leading.back().find('=') == std::string::npos &&
+        leading.back() != "--json" && !args.empty()) {
+      leading.push_back(args[0]);
+      args.erase(args.begin());
+    }
+  }
+  if (args.empty()) {
+    PrintTopLevelHelp(stderr, commands);
+    return kExitUsage;
+  }
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     PrintTopLevelHelp(stdout, commands);
     return kExitOk;
@@ -66,6 +84,7 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   args.erase(args.begin(), args.begin() + consumed);
+  args.insert(args.begin(), leading.begin(), leading.end());
   absl::StatusOr<CliArgs> parsed = CliArgs::Parse(chosen->spec, args);
   if (!parsed.ok()) {
     return UsageError(chosen->spec.name, parsed.status().message());
