@@ -63,7 +63,8 @@ absl::StatusOr<CliArgs> CliArgs::Parse(const CommandSpec& spec,
       }
     } else if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
+    } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
+      // "--user --json" is a forgotten value, not the user "--json".
       value = args[++i];
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
