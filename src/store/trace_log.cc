@@ -339,9 +339,15 @@ absl::StatusOr<TraceImportSummary> TraceLog::Import(absl::string_view bytes,
   }
   if (!r.done()) return corrupt("trailing bytes");
 
+  // Sorted, so which users a smaller --trace_max_users keeps is predictable.
+  std::vector<std::string> ids;
+  ids.reserve(users.size());
+  for (const auto& [id, parsed] : users) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
   absl::MutexLock lock(&mu_);
   users_.clear();
-  for (auto& [id, parsed] : users) {
+  for (const std::string& id : ids) {
+    TracedUser& parsed = users[id];
     if (users_.size() >= limits_.max_users) {
       ++summary.users_skipped;
       continue;

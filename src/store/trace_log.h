@@ -111,7 +111,8 @@ class TraceLog {
   std::string Export() const;
   // Replaces the content with `bytes` from Export(). DataLoss (and nothing
   // changed) if they are malformed. Over-limit content is cut to the
-  // current limits and counted in the summary.
+  // current limits (users in id order; each user's newest entries) and
+  // counted in the summary.
   absl::StatusOr<TraceImportSummary> Import(absl::string_view bytes,
                                             int64_t now_ms);
 
