@@ -110,7 +110,8 @@ absl::StatusOr<absl::Duration> CliArgs::deadline() const {
 }
 
 std::string HelpText(const CommandSpec& spec) {
-  std::string out = absl::StrCat("Usage: exposure-filter-cli ", spec.name, " ",
+  std::string out = absl::StrCat("Usage: exposure-filter-cli ", spec.name,
+                                 spec.synopsis.empty() ? "" : " ",
                                  spec.synopsis, "\n\n", spec.summary, "\n");
   if (!spec.details.empty()) absl::StrAppend(&out, "\n", spec.details, "\n");
   absl::StrAppend(&out, "\nOptions:\n");
