@@ -47,6 +47,7 @@ ItemExplanation::Verdict VerdictFor(const std::vector<int64_t>& claiming,
 absl::Status ExposureFilterHandlers::Explain(
     const exposure::v1::ExplainRequest& req,
     exposure::v1::ExplainResponse* resp) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateExplain(req, limits_); !s.ok()) return s;
   const int64_t now = store_->clock().NowMs();
   const Surface* surface = surfaces_->Find(req.surface());

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "exposure/v1/exposure_filter.pb.h"
+#include "src/persist/store_durability.h"
 #include "src/server/server_config.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
@@ -51,6 +52,16 @@ class ExposureFilterHandlers {
 
   TraceLog& trace_log() { return *trace_log_; }
 
+  // Durability (issue 4). While unavailable (recovery in progress) every
+  // RPC answers UNAVAILABLE. With a durability attached, writes answer only
+  // once the write-ahead log holds them. Both are set before serving.
+  void SetAvailable(bool available) {
+    available_.store(available, std::memory_order_release);
+  }
+  void AttachDurability(StoreDurability* durability) {
+    durability_ = durability;
+  }
+
  private:
   // Also keeps the exposures of traced users in the trace log.
   void TraceExposures(const exposure::v1::RecordExposureRequest& req,
@@ -62,8 +73,14 @@ class ExposureFilterHandlers {
                            absl::string_view user_id,
                            const Surface** surface) const;
 
+  absl::Status CheckAvailable() const;
+  // UNAVAILABLE (retryable; writes are idempotent) if the log failed.
+  absl::Status CommitWrite() const;
+
   SurfaceRegistry* const surfaces_;
   ShardedFilterStore* const store_;
+  std::atomic<bool> available_{true};
+  StoreDurability* durability_ = nullptr;
   const RequestLimits limits_;
   std::unique_ptr<TraceLog> owned_trace_log_;
   TraceLog* const trace_log_;

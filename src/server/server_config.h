@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
 #include "src/store/trace_log.h"
+#include "src/persist/store_durability.h"
 
 namespace exposure_filter {
 
@@ -36,6 +37,11 @@ struct ServerConfig {
   // Traced users (issue 6): traced from startup, and the bounds.
   std::vector<std::string> trace_users;
   TraceLimits trace_limits;
+
+  // --- Durability (issue 4): write-ahead log, snapshots, recovery. ---
+  // durability.data_dir empty (the default here, for in-process tests) keeps
+  // everything in memory only; the --data_dir flag defaults to ./data.
+  DurabilityOptions durability;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

@@ -100,7 +100,7 @@ uint64_t TraceLog::EntryBytes(const Entry& e) {
 
 absl::StatusOr<size_t> TraceLog::Add(absl::Span<const std::string> user_ids,
                                      int64_t now_ms) {
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   absl::flat_hash_set<absl::string_view> fresh;
   for (const std::string& id : user_ids) {
     if (!users_.contains(id)) fresh.insert(id);
@@ -119,7 +119,7 @@ absl::StatusOr<size_t> TraceLog::Add(absl::Span<const std::string> user_ids,
 }
 
 size_t TraceLog::Remove(absl::Span<const std::string> user_ids) {
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   size_t removed = 0;
   for (const std::string& id : user_ids) removed += users_.erase(id);
   count_.store(users_.size(), std::memory_order_release);
@@ -129,7 +129,7 @@ size_t TraceLog::Remove(absl::Span<const std::string> user_ids) {
 std::vector<TracedUserInfo> TraceLog::List() const {
   std::vector<TracedUserInfo> out;
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderLock lock(&mu_);
     out.reserve(users_.size());
     for (const auto& [id, user] : users_) {
       out.push_back(TracedUserInfo{id, user.traced_since_ms,
@@ -146,7 +146,7 @@ std::vector<TracedUserInfo> TraceLog::List() const {
 
 bool TraceLog::IsTraced(absl::string_view user_id) const {
   if (size() == 0) return false;
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderLock lock(&mu_);
   return users_.contains(user_id);
 }
 
@@ -167,7 +167,7 @@ void TraceLog::AppendLocked(TracedUser& user, Entry entry) {
 void TraceLog::Record(absl::string_view surface,
                       absl::Span<const TracedExposure> batch) {
   if (size() == 0) return;
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   for (const TracedExposure& e : batch) {
     auto it = users_.find(e.user_id);
     if (it == users_.end()) continue;
@@ -206,7 +206,7 @@ bool TraceLog::Lookup(absl::string_view surface, absl::string_view user_id,
   }
   out->exposure_times_ms.assign(item_ids.size() + item_keys.size(), {});
   {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderLock lock(&mu_);
     auto it = users_.find(user_id);
     if (it == users_.end()) return false;
     const TracedUser& user = it->second;
@@ -236,7 +236,7 @@ bool TraceLog::Lookup(absl::string_view surface, absl::string_view user_id,
 void TraceLog::DropUserEntries(absl::string_view surface,
                                absl::string_view user_id) {
   if (size() == 0) return;
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   auto it = users_.find(user_id);
   if (it == users_.end()) return;
   TracedUser& user = it->second;
@@ -249,7 +249,7 @@ void TraceLog::DropUserEntries(absl::string_view surface,
 
 uint64_t TraceLog::DropExpired(int64_t now_ms) {
   if (size() == 0) return 0;
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   uint64_t dropped = 0;
   for (auto& [id, user] : users_) {
     auto end = std::remove_if(
@@ -267,7 +267,7 @@ uint64_t TraceLog::DropExpired(int64_t now_ms) {
 std::string TraceLog::Export() const {
   std::string out(kMagic, sizeof(kMagic));
   PutU32(&out, kFormatVersion);
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderLock lock(&mu_);
   PutU32(&out, static_cast<uint32_t>(users_.size()));
   for (const auto& [id, user] : users_) {
     PutStr(&out, id);
@@ -344,7 +344,7 @@ absl::StatusOr<TraceImportSummary> TraceLog::Import(absl::string_view bytes,
   ids.reserve(users.size());
   for (const auto& [id, parsed] : users) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
-  absl::MutexLock lock(&mu_);
+  WriterLock lock(&mu_);
   users_.clear();
   for (const std::string& id : ids) {
     TracedUser& parsed = users[id];

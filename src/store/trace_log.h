@@ -31,8 +31,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "src/store/annotated_mutex.h"
 
 namespace exposure_filter {
 
@@ -139,7 +139,8 @@ class TraceLog {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TraceLimits limits_;
-  mutable absl::Mutex mu_;
+  // TSan-visible (annotated_mutex.h), like the store's shard locks.
+  mutable SharedMutex mu_;
   absl::flat_hash_map<std::string, TracedUser> users_ ABSL_GUARDED_BY(mu_);
   // users_.size(), readable without the lock for the RecordExposure fast path.
   std::atomic<size_t> count_{0};
