@@ -164,6 +164,17 @@ bool UserFilter::MayContain(const FilterPolicy& policy, int64_t now_ms,
   return false;
 }
 
+void UserFilter::ClaimingSlices(const FilterPolicy& policy, int64_t now_ms,
+                                uint64_t item_hash,
+                                std::vector<int64_t>* slice_indices) const {
+  for (const Slice& slice : slices_) {
+    if (policy.SliceLive(slice.index, now_ms) &&
+        SliceMayContain(slice, item_hash)) {
+      slice_indices->push_back(slice.index);
+    }
+  }
+}
+
 int UserFilter::DropExpired(const FilterPolicy& policy, int64_t now_ms) {
   // Slices are in ascending time order, so the dead ones are a prefix.
   auto first_live = std::find_if(

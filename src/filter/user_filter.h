@@ -73,6 +73,11 @@ class UserFilter {
                      absl::Span<const uint64_t> hashes, uint8_t* keep) const;
   bool MayContain(const FilterPolicy& policy, int64_t now_ms,
                   uint64_t item_hash) const;
+  // For Explain: appends the index of every live slice whose segments claim
+  // the item, oldest first. Empty iff MayContain is false.
+  void ClaimingSlices(const FilterPolicy& policy, int64_t now_ms,
+                      uint64_t item_hash,
+                      std::vector<int64_t>* slice_indices) const;
 
   // Drops slices that aged out; returns how many.
   int DropExpired(const FilterPolicy& policy, int64_t now_ms);

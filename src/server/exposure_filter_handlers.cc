@@ -1,5 +1,6 @@
 #include "src/server/exposure_filter_handlers.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,15 @@ std::vector<uint64_t> LagBoundsMs() {
 
 ExposureFilterHandlers::ExposureFilterHandlers(SurfaceRegistry* surfaces,
                                                ShardedFilterStore* store,
-                                               const RequestLimits& limits)
+                                               const RequestLimits& limits,
+                                               TraceLog* trace_log)
     : surfaces_(surfaces),
       store_(store),
       limits_(limits),
+      owned_trace_log_(trace_log == nullptr
+                           ? std::make_unique<TraceLog>(TraceLimits{})
+                           : nullptr),
+      trace_log_(trace_log == nullptr ? owned_trace_log_.get() : trace_log),
       started_ms_(store->clock().NowMs()),
       exposure_lag_ms_(LagBoundsMs()) {}
 
@@ -103,6 +109,8 @@ absl::Status ExposureFilterHandlers::RecordExposure(
   }
   if (lag_observed) exposure_lag_ms_.Merge(lag_counts, lag_sum_ms);
   const RecordCounts counts = store_->Record(**surface, batch);
+  // Traced users' entries mirror what the store now holds, committed or not.
+  if (trace_log_->size() > 0) TraceExposures(req, **surface, now);
   // The store logged each change as it applied it; answer only once the log
   // holds them (group commit: concurrent RPCs share the write).
   if (absl::Status s = CommitWrite(); !s.ok()) return s;
@@ -113,9 +121,35 @@ absl::Status ExposureFilterHandlers::RecordExposure(
   return absl::OkStatus();
 }
 
-absl::Status ExposureFilterHandlers::ResolveRead(
-    absl::string_view surface_name, absl::string_view user_id,
-    const Surface** surface) const {
+void ExposureFilterHandlers::TraceExposures(
+    const exposure::v1::RecordExposureRequest& req, const Surface& surface,
+    int64_t now_ms) {
+  const FilterPolicy& policy = surface.policy;
+  std::vector<std::vector<absl::string_view>> keys;
+  std::vector<TracedExposure> traced;
+  keys.reserve(req.exposures_size());
+  for (const Exposure& e : req.exposures()) {
+    if (!trace_log_->IsTraced(e.user_id())) continue;
+    // The same event time and aging the store applied (see
+    // ShardedFilterStore::Record): late-but-live events keep their time,
+    // slightly-future ones are recorded now, expired ones were ignored.
+    const int64_t event = e.event_time_ms() == 0
+                              ? now_ms
+                              : std::min<int64_t>(e.event_time_ms(), now_ms);
+    if (policy.EventExpired(event, now_ms)) continue;
+    std::vector<absl::string_view>& k = keys.emplace_back();
+    k.assign(e.item_keys().begin(), e.item_keys().end());
+    traced.push_back(TracedExposure{
+        e.user_id(),
+        absl::MakeConstSpan(e.item_ids().data(), e.item_ids_size()), k, event,
+        policy.SliceEndMs(policy.SliceIndexOf(event)) + policy.retention_ms()});
+  }
+  trace_log_->Record(surface.name, traced);
+}
+
+absl::Status ExposureFilterHandlers::ResolveRead(absl::string_view surface_name,
+                                                 absl::string_view user_id,
+                                                 const Surface** surface) const {
   if (absl::Status s = SurfaceRegistry::ValidateName(surface_name); !s.ok()) {
     return s;
   }
@@ -241,6 +275,7 @@ absl::Status ExposureFilterHandlers::DeleteUser(
   }
   resp->set_existed(surface != nullptr &&
                     store_->DeleteUser(*surface, req.user_id()));
+  trace_log_->DropUserEntries(req.surface(), req.user_id());
   return CommitWrite();
 }
 

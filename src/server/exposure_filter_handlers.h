@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "exposure/v1/exposure_filter.pb.h"
@@ -15,13 +16,17 @@
 #include "src/server/striped_metrics.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
+#include "src/store/trace_log.h"
 
 namespace exposure_filter {
 
 class ExposureFilterHandlers {
  public:
+  // `trace_log` (traced users) may be null: the handlers then keep their
+  // own, with default limits. Whatever is passed must outlive the handlers.
   ExposureFilterHandlers(SurfaceRegistry* surfaces, ShardedFilterStore* store,
-                         const RequestLimits& limits);
+                         const RequestLimits& limits,
+                         TraceLog* trace_log = nullptr);
 
   absl::Status RecordExposure(const exposure::v1::RecordExposureRequest& req,
                               exposure::v1::RecordExposureResponse* resp);
@@ -35,6 +40,18 @@ class ExposureFilterHandlers {
                           exposure::v1::DeleteUserResponse* resp);
   absl::Status GetServerStats(const exposure::v1::GetServerStatsRequest& req,
                               exposure::v1::GetServerStatsResponse* resp);
+  // Debugging (issue 6).
+  absl::Status Explain(const exposure::v1::ExplainRequest& req,
+                       exposure::v1::ExplainResponse* resp);
+  absl::Status AddTracedUsers(const exposure::v1::AddTracedUsersRequest& req,
+                              exposure::v1::AddTracedUsersResponse* resp);
+  absl::Status RemoveTracedUsers(
+      const exposure::v1::RemoveTracedUsersRequest& req,
+      exposure::v1::RemoveTracedUsersResponse* resp);
+  absl::Status ListTracedUsers(const exposure::v1::ListTracedUsersRequest& req,
+                               exposure::v1::ListTracedUsersResponse* resp);
+
+  TraceLog& trace_log() { return *trace_log_; }
 
   // Counters since start, for metrics (exposure_filter_metrics.h).
   struct Counters {
@@ -59,6 +76,10 @@ class ExposureFilterHandlers {
   }
 
  private:
+  // Also keeps the exposures of traced users in the trace log.
+  void TraceExposures(const exposure::v1::RecordExposureRequest& req,
+                      const Surface& surface, int64_t now_ms);
+
   // Validates a (surface, user_id) read and resolves the surface; *surface is
   // null when it was never written (every user there is unknown).
   absl::Status ResolveRead(absl::string_view surface_name,
@@ -74,6 +95,8 @@ class ExposureFilterHandlers {
   std::atomic<bool> available_{true};
   StoreDurability* durability_ = nullptr;
   const RequestLimits limits_;
+  std::unique_ptr<TraceLog> owned_trace_log_;
+  TraceLog* const trace_log_;
   const int64_t started_ms_;
   std::atomic<uint64_t> items_recorded_{0};
   std::atomic<uint64_t> items_expired_{0};

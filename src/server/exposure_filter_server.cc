@@ -70,8 +70,14 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->store_ = std::make_unique<ShardedFilterStore>(config.shards, clock,
                                                    s->surfaces_.get());
   s->store_->SetMemoryLimit(config.memory_limit_bytes);
+  s->trace_log_ = std::make_unique<TraceLog>(config.trace_limits);
+  if (!config.trace_users.empty()) {
+    absl::StatusOr<size_t> traced =
+        s->trace_log_->Add(config.trace_users, clock->NowMs());
+    if (!traced.ok()) return traced.status();
+  }
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
-      s->surfaces_.get(), s->store_.get(), config.limits);
+      s->surfaces_.get(), s->store_.get(), config.limits, s->trace_log_.get());
   const bool durable = !config.durability.data_dir.empty();
   if (durable) {
     // Lock the data_dir before listening: a second server on the same
@@ -177,6 +183,11 @@ void ExposureFilterServer::Sweep() {
   if (report.users_removed > 0) {
     spdlog::debug("event=sweep users_aged_out={} took={}", report.users_removed,
                   absl::FormatDuration(end - start));
+  }
+  // Traced users' exact entries age out with the slices that held them.
+  const uint64_t trace_entries = trace_log_->DropExpired(store_->clock().NowMs());
+  if (trace_entries > 0) {
+    spdlog::debug("event=sweep trace_entries_aged_out={}", trace_entries);
   }
 }
 

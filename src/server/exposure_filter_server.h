@@ -23,6 +23,7 @@
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
+#include "src/store/trace_log.h"
 
 namespace exposure_filter {
 
@@ -56,6 +57,8 @@ class ExposureFilterServer {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
     return {grpc_metrics_, metrics_, process_metrics_};
   }
+  // Traced users' exact exposures (issue 6); Export/Import for durability.
+  TraceLog& trace_log() { return *trace_log_; }
   // Null when the server is not durable (no data_dir).
   StoreDurability* durability() { return durability_.get(); }
   // What recovery found at startup (zeros when not durable).
@@ -71,6 +74,7 @@ class ExposureFilterServer {
   const ServerConfig config_;
   std::unique_ptr<SurfaceRegistry> surfaces_;
   std::unique_ptr<ShardedFilterStore> store_;
+  std::unique_ptr<TraceLog> trace_log_;
   // Declared after the store: destroyed (log closed) before it.
   std::unique_ptr<StoreDurability> durability_;
   RecoveryReport recovery_;

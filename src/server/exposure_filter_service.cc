@@ -90,4 +90,31 @@ grpc::ServerUnaryReactor* ExposureFilterService::GetServerStats(
   return Finish(ctx, "GetServerStats", handlers_->GetServerStats(*req, resp));
 }
 
+grpc::ServerUnaryReactor* ExposureFilterService::Explain(
+    grpc::CallbackServerContext* ctx, const exposure::v1::ExplainRequest* req,
+    exposure::v1::ExplainResponse* resp) {
+  return Finish(ctx, "Explain", handlers_->Explain(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::AddTracedUsers(
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::AddTracedUsersRequest* req,
+    exposure::v1::AddTracedUsersResponse* resp) {
+  return Finish(ctx, "AddTracedUsers", handlers_->AddTracedUsers(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::RemoveTracedUsers(
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::RemoveTracedUsersRequest* req,
+    exposure::v1::RemoveTracedUsersResponse* resp) {
+  return Finish(ctx, "RemoveTracedUsers", handlers_->RemoveTracedUsers(*req, resp));
+}
+
+grpc::ServerUnaryReactor* ExposureFilterService::ListTracedUsers(
+    grpc::CallbackServerContext* ctx,
+    const exposure::v1::ListTracedUsersRequest* req,
+    exposure::v1::ListTracedUsersResponse* resp) {
+  return Finish(ctx, "ListTracedUsers", handlers_->ListTracedUsers(*req, resp));
+}
+
 }  // namespace exposure_filter

@@ -39,6 +39,22 @@ class ExposureFilterService final
       grpc::CallbackServerContext* ctx,
       const exposure::v1::GetServerStatsRequest* req,
       exposure::v1::GetServerStatsResponse* resp) override;
+  // Debugging (issue 6).
+  grpc::ServerUnaryReactor* Explain(
+      grpc::CallbackServerContext* ctx, const exposure::v1::ExplainRequest* req,
+      exposure::v1::ExplainResponse* resp) override;
+  grpc::ServerUnaryReactor* AddTracedUsers(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::AddTracedUsersRequest* req,
+      exposure::v1::AddTracedUsersResponse* resp) override;
+  grpc::ServerUnaryReactor* RemoveTracedUsers(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::RemoveTracedUsersRequest* req,
+      exposure::v1::RemoveTracedUsersResponse* resp) override;
+  grpc::ServerUnaryReactor* ListTracedUsers(
+      grpc::CallbackServerContext* ctx,
+      const exposure::v1::ListTracedUsersRequest* req,
+      exposure::v1::ListTracedUsersResponse* resp) override;
 
  private:
   ExposureFilterHandlers* const handlers_;

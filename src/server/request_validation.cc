@@ -102,15 +102,56 @@ absl::Status ValidateFilterRecalled(
   const size_t n =
       static_cast<size_t>(req.candidate_ids_size() + req.candidate_keys_size());
   if (n > limits.max_candidates_per_request) {
-    return Invalid("candidate_ids",
-                   absl::StrCat(n, " candidates (ids + keys) exceed the limit of ",
+    return Invalid(
+        "candidate_ids",
+        absl::StrCat(n, " candidates (ids + keys) exceed the limit of ",
+                     limits.max_candidates_per_request,
+                     " (--max_candidates_per_request)"));
+  }
+  for (int i = 0; i < req.candidate_keys_size(); ++i) {
+    if (absl::Status s = ValidateKey(absl::StrCat("candidate_keys[", i, "]"),
+                                     req.candidate_keys(i), limits);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateExplain(const exposure::v1::ExplainRequest& req,
+                             const RequestLimits& limits) {
+  if (absl::Status s = SurfaceRegistry::ValidateName(req.surface()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateUserId("user_id", req.user_id(), limits);
+      !s.ok()) {
+    return s;
+  }
+  const size_t n =
+      static_cast<size_t>(req.item_ids_size() + req.item_keys_size());
+  if (n > limits.max_candidates_per_request) {
+    return Invalid("item_ids",
+                   absl::StrCat(n, " items (ids + keys) exceed the limit of ",
                                 limits.max_candidates_per_request,
                                 " (--max_candidates_per_request)"));
   }
-  for (int i = 0; i < req.candidate_keys_size(); ++i) {
-    if (absl::Status s =
-            ValidateKey(absl::StrCat("candidate_keys[", i, "]"),
-                        req.candidate_keys(i), limits);
+  for (int i = 0; i < req.item_keys_size(); ++i) {
+    if (absl::Status s = ValidateKey(absl::StrCat("item_keys[", i, "]"),
+                                     req.item_keys(i), limits);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTracedUserIds(
+    const google::protobuf::RepeatedPtrField<std::string>& user_ids,
+    const RequestLimits& limits) {
+  if (user_ids.empty()) return Invalid("user_ids", "empty list");
+  for (int i = 0; i < user_ids.size(); ++i) {
+    if (absl::Status s = ValidateUserId(absl::StrCat("user_ids[", i, "]"),
+                                        user_ids[i], limits);
         !s.ok()) {
       return s;
     }

@@ -25,6 +25,14 @@ absl::Status ValidateFilterRecalled(
     const exposure::v1::FilterRecalledRequest& req,
     const RequestLimits& limits);
 
+// Debugging RPCs (issue 6).
+absl::Status ValidateExplain(const exposure::v1::ExplainRequest& req,
+                             const RequestLimits& limits);
+// AddTracedUsers / RemoveTracedUsers: a non-empty list of valid user ids.
+absl::Status ValidateTracedUserIds(
+    const google::protobuf::RepeatedPtrField<std::string>& user_ids,
+    const RequestLimits& limits);
+
 }  // namespace exposure_filter
 
 #endif  // EXPOSURE_FILTER_SRC_SERVER_REQUEST_VALIDATION_H_

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
 #include "src/server/transport_tuning.h"
+#include "src/store/trace_log.h"
 #include "src/persist/store_durability.h"
 
 namespace exposure_filter {
@@ -59,6 +60,9 @@ struct ServerConfig {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
   TransportTuning transport;
+  // Traced users (issue 6): traced from startup, and the bounds.
+  std::vector<std::string> trace_users;
+  TraceLimits trace_limits;
 
   // --- Operations (issue 10): admin port, memory ceiling, lifecycle -------
   // Admin HTTP (/metrics) address; "" = none. The flag defaults to

@@ -54,6 +54,14 @@ ABSL_FLAG(int, tcp_min_read_chunk_size, 16 << 10,
           "grpc.experimental.tcp_min_read_chunk_size");
 ABSL_FLAG(int, tcp_max_read_chunk_size, 4 << 20,
           "grpc.experimental.tcp_max_read_chunk_size");
+// Traced users (issue 6: Explain, traced users, CLI).
+ABSL_FLAG(std::vector<std::string>, trace_users, {},
+          "comma-separated user ids whose exposures are also kept exactly "
+          "(item, time, surface) for Explain; more via AddTracedUsers");
+ABSL_FLAG(int, trace_max_users, 1000, "most users traced at once");
+ABSL_FLAG(int, trace_max_entries_per_user, 10000,
+          "exact exposures kept per traced user (all surfaces); past it the "
+          "oldest are dropped and counted");
 
 // --- Operations (issue 10): admin port, memory ceiling, lifecycle, keepalive
 ABSL_FLAG(std::string, admin_listen, "127.0.0.1:9464",
@@ -121,6 +129,8 @@ constexpr const char* kEnvFlags[] = {
     "keepalive_timeout", "keepalive_min_client_ping_interval",
     "keepalive_max_ping_strikes", "keepalive_permit_without_calls",
     "max_connection_idle", "max_connection_age", "max_connection_age_grace",
+    // Traced users (issue 6).
+    "trace_users", "trace_max_users", "trace_max_entries_per_user",
     // Durability (issue 4).
     "data_dir", "fsync", "fsync_interval", "snapshot_interval",
     "snapshot_wal_bytes", "strict_recovery"};
@@ -238,6 +248,28 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
       absl::GetFlag(FLAGS_tcp_max_read_chunk_size);
   if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
   if (absl::Status s = OperationsFromFlags(&c); !s.ok()) return s;
+  // Traced users (issue 6).
+  const int trace_max_users = absl::GetFlag(FLAGS_trace_max_users);
+  const int trace_max_entries = absl::GetFlag(FLAGS_trace_max_entries_per_user);
+  if (trace_max_users < 0 || trace_max_entries < 0) {
+    return absl::InvalidArgumentError(
+        "--trace_max_users and --trace_max_entries_per_user must be >= 0");
+  }
+  c.trace_limits.max_users = trace_max_users;
+  c.trace_limits.max_entries_per_user = trace_max_entries;
+  for (const std::string& user : absl::GetFlag(FLAGS_trace_users)) {
+    if (user.empty() || user.size() > c.limits.max_id_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--trace_users: user id '", user, "' is empty or longer than ",
+          c.limits.max_id_bytes, " bytes (--max_id_bytes)"));
+    }
+    c.trace_users.push_back(user);
+  }
+  if (c.trace_users.size() > c.trace_limits.max_users) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--trace_users lists ", c.trace_users.size(), " users, more than ",
+        "--trace_max_users=", c.trace_limits.max_users));
+  }
   // Durability (issue 4).
   c.durability.data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<FsyncPolicy> fsync =
@@ -278,7 +310,8 @@ std::string ServerConfig::Summary() const {
       "admin_listen=%s memory_limit_bytes=%d shutdown_delay=%s "
       "keepalive_time=%s keepalive_timeout=%s "
       "keepalive_min_client_ping_interval=%s max_connection_idle=%s "
-      "max_connection_age=%s",
+      "max_connection_age=%s "
+      "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -294,7 +327,8 @@ std::string ServerConfig::Summary() const {
       absl::FormatDuration(keepalive.timeout),
       absl::FormatDuration(keepalive.min_client_ping_interval),
       absl::FormatDuration(keepalive.max_connection_idle),
-      absl::FormatDuration(keepalive.max_connection_age));
+      absl::FormatDuration(keepalive.max_connection_age), trace_users.size(),
+      trace_limits.max_users, trace_limits.max_entries_per_user);
 }
 
 }  // namespace exposure_filter

@@ -243,6 +243,29 @@ std::optional<UserFilterStats> ShardedFilterStore::GetUserStats(
   return stats;
 }
 
+std::optional<UserExplanation> ShardedFilterStore::Explain(
+    const Surface& surface, absl::string_view user_id,
+    absl::Span<const uint64_t> item_hashes) const {
+  const int64_t now = clock_->NowMs();
+  const std::string key = MakeKey(surface.id, user_id);
+  Shard& shard = ShardFor(user_id);
+  ReaderLock lock(&shard.mu);
+  auto it = shard.users.find(key);
+  if (it == shard.users.end() ||
+      !it->second.HasLiveSlices(surface.policy, now)) {
+    return std::nullopt;
+  }
+  UserExplanation out;
+  out.stats = it->second.Stats(surface.policy, now);
+  out.stats.bytes += EntryOverheadBytes(it->first);
+  out.claiming_slices.resize(item_hashes.size());
+  for (size_t i = 0; i < item_hashes.size(); ++i) {
+    it->second.ClaimingSlices(surface.policy, now, item_hashes[i],
+                              &out.claiming_slices[i]);
+  }
+  return out;
+}
+
 bool ShardedFilterStore::DeleteUser(const Surface& surface,
                                     absl::string_view user_id) {
   const std::string key = MakeKey(surface.id, user_id);

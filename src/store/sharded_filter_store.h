@@ -49,6 +49,14 @@ struct FilterPull {
   std::string bytes;  // empty when not_modified
 };
 
+// Explain: why items are filtered for one user.
+struct UserExplanation {
+  UserFilterStats stats;
+  // Per queried item: indices of the live slices that claim it, oldest
+  // first (the surface policy maps them to time ranges).
+  std::vector<std::vector<int64_t>> claiming_slices;
+};
+
 struct ShardUsage {
   uint64_t users = 0;
   uint64_t bytes = 0;
@@ -118,6 +126,11 @@ class ShardedFilterStore {
   // nullopt when the user holds no live history.
   std::optional<UserFilterStats> GetUserStats(const Surface& surface,
                                               absl::string_view user_id) const;
+
+  // nullopt when the user holds no live history (every item is kept).
+  std::optional<UserExplanation> Explain(
+      const Surface& surface, absl::string_view user_id,
+      absl::Span<const uint64_t> item_hashes) const;
 
   // True if the user had a filter.
   bool DeleteUser(const Surface& surface, absl::string_view user_id);

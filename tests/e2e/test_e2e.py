@@ -34,6 +34,9 @@ SERVICE = "exposure.v1.ExposureFilter"
 HEALTH = "grpc.health.v1.Health"
 EF_METHODS = {"RecordExposure", "FilterRecalled", "GetFilter", "GetUserStats",
               "DeleteUser", "GetServerStats"}
+# Debugging RPCs (issue 6), tested in test_debugging.py.
+EF_METHODS |= {"Explain", "AddTracedUsers", "RemoveTracedUsers",
+               "ListTracedUsers"}
 DAY_MS = 24 * 3600 * 1000
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
