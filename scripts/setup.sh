@@ -11,6 +11,8 @@ PACKAGES=(
   libabsl-dev libxxhash-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf python3-xxhash
+  # Issue 10: TLS (OpenSSL checks the PEM files; openssl makes test certs).
+  libssl-dev openssl
 )
 
 missing=()

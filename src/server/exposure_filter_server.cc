@@ -7,6 +7,7 @@
 #include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
+#include "src/server/tls_credentials.h"
 
 namespace exposure_filter {
 namespace {
@@ -25,6 +26,10 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shards must be a power of two in [1, 65536], got ", config.shards));
   }
+  // Bad TLS files are a startup error naming the flag, before any state.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFor(config.tls);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<ExposureFilterServer> s(new ExposureFilterServer(config));
   absl::StatusOr<std::unique_ptr<SurfaceRegistry>> surfaces =
       SurfaceRegistry::Create(config.default_policy, config.surface_overrides,
@@ -44,8 +49,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen_address,
-                           grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(config.listen_address, *credentials, &s->port_);
   builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
   // gRPC sets SO_REUSEPORT by default, which would let a second instance bind
   // the same port and silently split traffic between two independent sets of
@@ -58,7 +62,8 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
         absl::StrCat("cannot listen on ", config.listen_address,
                      " (address in use or invalid?)"));
   }
-  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface* health =
+      s->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
   s->sweeper_ = std::thread([p = s.get()] { p->SweepLoop(); });
@@ -86,7 +91,8 @@ void ExposureFilterServer::Shutdown() {
   absl::call_once(shutdown_once_, [this] {
     spdlog::info("shutting down: NOT_SERVING, draining for up to {}",
                  absl::FormatDuration(config_.shutdown_grace));
-    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+    grpc::HealthCheckServiceInterface* health =
+        server_->GetHealthCheckService();
     health->SetServingStatus(kServiceName, false);
     health->SetServingStatus(false);
     stopping_.Notify();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/server/tls_credentials.h"
 #include "src/store/surface_registry.h"
 
 ABSL_FLAG(std::string, listen, "localhost:50051",
@@ -45,6 +46,19 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight RPCs may take to finish");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
 
+// --- Issue 10: TLS / mutual TLS on the serving port -------------------------
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the serving port (server certificate "
+          "first); turns TLS on. Empty: plaintext");
+ABSL_FLAG(std::string, tls_key, "",
+          "PEM private key (unencrypted) of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle that client certificates must chain to; turns on "
+          "mutual TLS (needs --tls_cert)");
+ABSL_FLAG(bool, tls_require_client_cert, true,
+          "with --tls_client_ca: refuse clients that present no certificate "
+          "(false: verify a certificate only if one is presented)");
+
 namespace exposure_filter {
 namespace {
 
@@ -53,7 +67,9 @@ constexpr const char* kEnvFlags[] = {
     "max_surfaces", "max_id_bytes", "max_items_per_request",
     "max_exposures_per_request", "max_candidates_per_request",
     "max_future_skew", "max_receive_message_bytes", "sweep_interval",
-    "shutdown_grace", "log_level"};
+    "shutdown_grace", "log_level",
+    // Issue 10: TLS / mutual TLS.
+    "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -97,7 +113,8 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   const int max_candidates = absl::GetFlag(FLAGS_max_candidates_per_request);
   c.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   for (auto [name, value] :
-       {std::pair{"max_surfaces", max_surfaces}, {"max_id_bytes", max_id},
+       {std::pair{"max_surfaces", max_surfaces},
+        {"max_id_bytes", max_id},
         {"max_items_per_request", max_items},
         {"max_exposures_per_request", max_exposures},
         {"max_candidates_per_request", max_candidates},
@@ -115,6 +132,19 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (c.sweep_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--sweep_interval must be positive");
   }
+  // Issue 10: TLS / mutual TLS. The files are read and checked at Start().
+  c.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  c.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  c.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  c.tls.require_client_cert = absl::GetFlag(FLAGS_tls_require_client_cert);
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key must be given together");
+  }
+  if (!c.tls.client_ca_file.empty() && !c.tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca (mutual TLS) needs --tls_cert and --tls_key");
+  }
   return c;
 }
 
@@ -123,17 +153,17 @@ std::string LogLevelFlag() { return absl::GetFlag(FLAGS_log_level); }
 std::string ServerConfig::Summary() const {
   std::vector<std::string> surfaces;
   for (const auto& [name, p] : surface_overrides) {
-    surfaces.push_back(absl::StrFormat("%s(fp=%g,retention=%s,span=%s)", name,
-                                       p.fp_rate,
-                                       absl::FormatDuration(p.retention),
-                                       absl::FormatDuration(p.slice_span)));
+    surfaces.push_back(absl::StrFormat(
+        "%s(fp=%g,retention=%s,span=%s)", name, p.fp_rate,
+        absl::FormatDuration(p.retention), absl::FormatDuration(p.slice_span)));
   }
   return absl::StrFormat(
       "listen=%s shards=%d fp_rate=%g retention=%s slice_span=%s "
       "surfaces=[%s] max_surfaces=%d max_id_bytes=%d "
       "max_items_per_request=%d max_exposures_per_request=%d "
       "max_candidates_per_request=%d max_future_skew=%s "
-      "max_receive_message_bytes=%d sweep_interval=%s shutdown_grace=%s",
+      "max_receive_message_bytes=%d sweep_interval=%s shutdown_grace=%s "
+      "tls=%s",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -142,7 +172,7 @@ std::string ServerConfig::Summary() const {
       limits.max_candidates_per_request,
       absl::FormatDuration(limits.max_future_skew), max_receive_message_bytes,
       absl::FormatDuration(sweep_interval),
-      absl::FormatDuration(shutdown_grace));
+      absl::FormatDuration(shutdown_grace), TlsModeName(tls));
 }
 
 }  // namespace exposure_filter
