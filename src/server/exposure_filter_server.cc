@@ -62,8 +62,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
         absl::StrCat("cannot listen on ", config.listen_address,
                      " (address in use or invalid?)"));
   }
-  grpc::HealthCheckServiceInterface* health =
-      s->server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
   s->sweeper_ = std::thread([p = s.get()] { p->SweepLoop(); });
@@ -91,8 +90,7 @@ void ExposureFilterServer::Shutdown() {
   absl::call_once(shutdown_once_, [this] {
     spdlog::info("shutting down: NOT_SERVING, draining for up to {}",
                  absl::FormatDuration(config_.shutdown_grace));
-    grpc::HealthCheckServiceInterface* health =
-        server_->GetHealthCheckService();
+    grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
     health->SetServingStatus(kServiceName, false);
     health->SetServingStatus(false);
     stopping_.Notify();

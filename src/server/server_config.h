@@ -15,10 +15,10 @@
 namespace exposure_filter {
 
 struct RequestLimits {
-  size_t max_id_bytes = 256;                   // user ids and item keys
-  size_t max_items_per_request = 100000;       // RecordExposure, all users
-  size_t max_exposures_per_request = 10000;    // RecordExposure users
-  size_t max_candidates_per_request = 100000;  // FilterRecalled ids + keys
+  size_t max_id_bytes = 256;                  // user ids and item keys
+  size_t max_items_per_request = 100000;      // RecordExposure, all users
+  size_t max_exposures_per_request = 10000;   // RecordExposure users
+  size_t max_candidates_per_request = 100000; // FilterRecalled ids + keys
   absl::Duration max_future_skew = absl::Minutes(5);
 };
 

@@ -113,8 +113,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   const int max_candidates = absl::GetFlag(FLAGS_max_candidates_per_request);
   c.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   for (auto [name, value] :
-       {std::pair{"max_surfaces", max_surfaces},
-        {"max_id_bytes", max_id},
+       {std::pair{"max_surfaces", max_surfaces}, {"max_id_bytes", max_id},
         {"max_items_per_request", max_items},
         {"max_exposures_per_request", max_exposures},
         {"max_candidates_per_request", max_candidates},
@@ -153,9 +152,10 @@ std::string LogLevelFlag() { return absl::GetFlag(FLAGS_log_level); }
 std::string ServerConfig::Summary() const {
   std::vector<std::string> surfaces;
   for (const auto& [name, p] : surface_overrides) {
-    surfaces.push_back(absl::StrFormat(
-        "%s(fp=%g,retention=%s,span=%s)", name, p.fp_rate,
-        absl::FormatDuration(p.retention), absl::FormatDuration(p.slice_span)));
+    surfaces.push_back(absl::StrFormat("%s(fp=%g,retention=%s,span=%s)", name,
+                                       p.fp_rate,
+                                       absl::FormatDuration(p.retention),
+                                       absl::FormatDuration(p.slice_span)));
   }
   return absl::StrFormat(
       "listen=%s shards=%d fp_rate=%g retention=%s slice_span=%s "
