@@ -1,0 +1,124 @@
+#include "src/cli/command.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace exposure_filter::cli {
+namespace {
+
+// gRPC's canonical names, as grpcurl prints them.
+const char* CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "Canceled";
+    case grpc::StatusCode::UNKNOWN:
+      return "Unknown";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "InvalidArgument";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DeadlineExceeded";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NotFound";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "AlreadyExists";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PermissionDenied";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "ResourceExhausted";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FailedPrecondition";
+    case grpc::StatusCode::ABORTED:
+      return "Aborted";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OutOfRange";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "Unimplemented";
+    case grpc::StatusCode::INTERNAL:
+      return "Internal";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "Unavailable";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DataLoss";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "Unauthenticated";
+    default:
+      return "Code?";
+  }
+}
+
+}  // namespace
+
+std::vector<Command> AllCommands() { return {HealthCommand()}; }
+
+std::shared_ptr<grpc::Channel> MakeChannel(const CliArgs& args) {
+  grpc::ChannelArguments channel_args;
+  // Filters and batches can be large; the server bounds what it accepts.
+  channel_args.SetMaxReceiveMessageSize(-1);
+  channel_args.SetMaxSendMessageSize(-1);
+  return grpc::CreateCustomChannel(
+      args.address(), grpc::InsecureChannelCredentials(), channel_args);
+}
+
+std::unique_ptr<grpc::ClientContext> MakeContext(const CliArgs& args) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(*args.deadline()));
+  return ctx;
+}
+
+int CheckCommonOptions(const CliArgs& args) {
+  if (absl::StatusOr<absl::Duration> d = args.deadline(); !d.ok()) {
+    std::fprintf(stderr, "exposure-filter-cli: %s\n",
+                 std::string(d.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (args.address().empty()) {
+    std::fprintf(stderr, "exposure-filter-cli: --address: empty\n");
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+int ReportRpcError(absl::string_view what, const CliArgs& args,
+                   const grpc::Status& status) {
+  std::fprintf(stderr, "exposure-filter-cli %s: %s: %s (server %s)\n",
+               std::string(what).c_str(), CodeName(status.error_code()),
+               status.error_message().c_str(), args.address().c_str());
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return kExitUnreachable;
+  }
+  return kExitServerError;
+}
+
+int UsageError(absl::string_view command, absl::string_view message) {
+  std::fprintf(stderr, "exposure-filter-cli %s: %s\n",
+               std::string(command).c_str(), std::string(message).c_str());
+  return kExitUsage;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+bool RequireUser(const CliArgs& args, absl::string_view command,
+                 std::string* user) {
+  *user = args.Get("user", "");
+  if (!args.Has("user")) {
+    UsageError(command, "--user is required");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace exposure_filter::cli
