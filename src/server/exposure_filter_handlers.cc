@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "exposure_filter/item_hash.h"
 #include "src/server/request_validation.h"
 
@@ -30,9 +31,25 @@ ExposureFilterHandlers::ExposureFilterHandlers(SurfaceRegistry* surfaces,
       limits_(limits),
       started_ms_(store->clock().NowMs()) {}
 
+absl::Status ExposureFilterHandlers::CheckAvailable() const {
+  if (available_.load(std::memory_order_acquire)) return absl::OkStatus();
+  return absl::UnavailableError(
+      "recovering: the server is loading its data_dir; retry shortly");
+}
+
+absl::Status ExposureFilterHandlers::CommitWrite() const {
+  if (durability_ == nullptr) return absl::OkStatus();
+  absl::Status s = durability_->Commit();
+  if (s.ok()) return s;
+  return absl::UnavailableError(absl::StrCat(
+      "write-ahead log: ", s.message(),
+      "; the write is not durable and was not acknowledged, retry later"));
+}
+
 absl::Status ExposureFilterHandlers::RecordExposure(
     const exposure::v1::RecordExposureRequest& req,
     exposure::v1::RecordExposureResponse* resp) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   const int64_t now = store_->clock().NowMs();
   if (absl::Status s = ValidateRecordExposure(req, limits_, now); !s.ok()) {
     return s;
@@ -49,6 +66,9 @@ absl::Status ExposureFilterHandlers::RecordExposure(
     batch.push_back(UserExposures{e.user_id(), hashes[i], e.event_time_ms()});
   }
   const RecordCounts counts = store_->Record(**surface, batch);
+  // The store logged each change as it applied it; answer only once the log
+  // holds them (group commit: concurrent RPCs share the write).
+  if (absl::Status s = CommitWrite(); !s.ok()) return s;
   items_recorded_.fetch_add(counts.recorded, std::memory_order_relaxed);
   items_expired_.fetch_add(counts.expired, std::memory_order_relaxed);
   resp->set_items_recorded(counts.recorded);
@@ -72,6 +92,7 @@ absl::Status ExposureFilterHandlers::ResolveRead(absl::string_view surface_name,
 absl::Status ExposureFilterHandlers::FilterRecalled(
     const exposure::v1::FilterRecalledRequest& req,
     exposure::v1::FilterRecalledResponse* resp) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateFilterRecalled(req, limits_); !s.ok()) return s;
   const Surface* surface = surfaces_->Find(req.surface());
   const size_t num_ids = req.candidate_ids_size();
@@ -118,6 +139,7 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
 absl::Status ExposureFilterHandlers::GetFilter(
     const exposure::v1::GetFilterRequest& req,
     exposure::v1::GetFilterResponse* resp) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   const Surface* surface = nullptr;
   if (absl::Status s = ResolveRead(req.surface(), req.user_id(), &surface);
       !s.ok()) {
@@ -139,6 +161,7 @@ absl::Status ExposureFilterHandlers::GetFilter(
 absl::Status ExposureFilterHandlers::GetUserStats(
     const exposure::v1::GetUserStatsRequest& req,
     exposure::v1::GetUserStatsResponse* resp) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   const Surface* surface = nullptr;
   if (absl::Status s = ResolveRead(req.surface(), req.user_id(), &surface);
       !s.ok()) {
@@ -172,6 +195,7 @@ absl::Status ExposureFilterHandlers::GetUserStats(
 absl::Status ExposureFilterHandlers::DeleteUser(
     const exposure::v1::DeleteUserRequest& req,
     exposure::v1::DeleteUserResponse* resp) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   const Surface* surface = nullptr;
   if (absl::Status s = ResolveRead(req.surface(), req.user_id(), &surface);
       !s.ok()) {
@@ -179,12 +203,13 @@ absl::Status ExposureFilterHandlers::DeleteUser(
   }
   resp->set_existed(surface != nullptr &&
                     store_->DeleteUser(*surface, req.user_id()));
-  return absl::OkStatus();
+  return CommitWrite();
 }
 
 absl::Status ExposureFilterHandlers::GetServerStats(
     const exposure::v1::GetServerStatsRequest& /*req*/,
     exposure::v1::GetServerStatsResponse* resp) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   const std::vector<const Surface*> surfaces = surfaces_->All();
   const StoreUsage usage = store_->Usage(surfaces.size());
   resp->set_users(usage.users);

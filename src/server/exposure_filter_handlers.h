@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "exposure/v1/exposure_filter.pb.h"
+#include "src/persist/store_durability.h"
 #include "src/server/server_config.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
@@ -34,6 +35,16 @@ class ExposureFilterHandlers {
   absl::Status GetServerStats(const exposure::v1::GetServerStatsRequest& req,
                               exposure::v1::GetServerStatsResponse* resp);
 
+  // Durability (issue 4). While unavailable (recovery in progress) every
+  // RPC answers UNAVAILABLE. With a durability attached, writes answer only
+  // once the write-ahead log holds them. Both are set before serving.
+  void SetAvailable(bool available) {
+    available_.store(available, std::memory_order_release);
+  }
+  void AttachDurability(StoreDurability* durability) {
+    durability_ = durability;
+  }
+
  private:
   // Validates a (surface, user_id) read and resolves the surface; *surface is
   // null when it was never written (every user there is unknown).
@@ -41,8 +52,14 @@ class ExposureFilterHandlers {
                            absl::string_view user_id,
                            const Surface** surface) const;
 
+  absl::Status CheckAvailable() const;
+  // UNAVAILABLE (retryable; writes are idempotent) if the log failed.
+  absl::Status CommitWrite() const;
+
   SurfaceRegistry* const surfaces_;
   ShardedFilterStore* const store_;
+  std::atomic<bool> available_{true};
+  StoreDurability* durability_ = nullptr;
   const RequestLimits limits_;
   const int64_t started_ms_;
   std::atomic<uint64_t> items_recorded_{0};

@@ -40,6 +40,17 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                                                    s->surfaces_.get());
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
       s->surfaces_.get(), s->store_.get(), config.limits);
+  const bool durable = !config.durability.data_dir.empty();
+  if (durable) {
+    // Lock the data_dir before listening: a second server on the same
+    // directory must fail here, not after it has taken traffic.
+    absl::StatusOr<std::unique_ptr<StoreDurability>> durability =
+        StoreDurability::Open(config.durability, s->surfaces_.get(),
+                              s->store_.get());
+    if (!durability.ok()) return durability.status();
+    s->durability_ = *std::move(durability);
+    s->handlers_->SetAvailable(false);
+  }
   s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get());
 
   // Link grpc.health.v1 into the generated descriptor pool so reflection can
@@ -63,6 +74,34 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                      " (address in use or invalid?)"));
   }
   grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  if (durable) {
+    // Serve health (NOT_SERVING) and UNAVAILABLE while the store loads, so
+    // probes and clients see "starting" instead of connection refused.
+    health->SetServingStatus(kServiceName, false);
+    health->SetServingStatus(false);
+    spdlog::info(
+        "recovering from {} (fsync={}, fsync_interval={}, "
+        "snapshot_interval={}, snapshot_wal_bytes={}, strict={})",
+        config.durability.data_dir,
+        std::string(FsyncPolicyName(config.durability.fsync)),
+        absl::FormatDuration(config.durability.fsync_interval),
+        absl::FormatDuration(config.durability.snapshot_interval),
+        config.durability.snapshot_wal_bytes,
+        config.durability.strict_recovery);
+    absl::StatusOr<RecoveryReport> report = s->durability_->Recover();
+    if (!report.ok()) {
+      s->server_->Shutdown();
+      s->durability_.reset();
+      s->server_.reset();
+      return absl::Status(
+          report.status().code(),
+          absl::StrCat("recovery from ", config.durability.data_dir,
+                       " failed: ", report.status().message()));
+    }
+    s->recovery_ = *std::move(report);
+    s->handlers_->AttachDurability(s->durability_.get());
+    s->handlers_->SetAvailable(true);
+  }
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
   s->sweeper_ = std::thread([p = s.get()] { p->SweepLoop(); });
@@ -96,6 +135,17 @@ void ExposureFilterServer::Shutdown() {
     stopping_.Notify();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(config_.shutdown_grace));
+    // No RPC runs any more: the final snapshot holds every acknowledged
+    // write, and the next start replays an empty log tail.
+    if (durability_ != nullptr) {
+      if (absl::Status st = durability_->Close(/*final_snapshot=*/true);
+          !st.ok()) {
+        spdlog::error(
+            "final snapshot failed (the log still holds every "
+            "write): {}",
+            st.ToString());
+      }
+    }
     spdlog::info("shutdown complete");
   });
 }

@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
+#include "src/persist/store_durability.h"
 
 namespace exposure_filter {
 
@@ -47,6 +48,11 @@ struct ServerConfig {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Issue 10 (TLS/mTLS): transport security of the serving port.
   TlsOptions tls;
+
+  // --- Durability (issue 4): write-ahead log, snapshots, recovery. ---
+  // durability.data_dir empty (the default here, for in-process tests) keeps
+  // everything in memory only; the --data_dir flag defaults to ./data.
+  DurabilityOptions durability;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

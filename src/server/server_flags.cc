@@ -46,6 +46,24 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight RPCs may take to finish");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
 
+// --- Durability (issue 4) ---------------------------------------------------
+ABSL_FLAG(std::string, data_dir, "./data",
+          "directory of the write-ahead log and snapshots (locked: one server "
+          "per directory); empty keeps everything in memory only");
+ABSL_FLAG(std::string, fsync, "interval",
+          "when the write-ahead log is fsynced: always (before each write is "
+          "acknowledged), interval (every --fsync_interval) or never (left to "
+          "the OS); every acknowledged write survives a process crash");
+ABSL_FLAG(absl::Duration, fsync_interval, absl::Seconds(1),
+          "fsync period of the write-ahead log with --fsync=interval");
+ABSL_FLAG(absl::Duration, snapshot_interval, absl::Minutes(10),
+          "write a snapshot this often (0 = not by time)");
+ABSL_FLAG(int64_t, snapshot_wal_bytes, int64_t{256} << 20,
+          "write a snapshot when the write-ahead log has grown by this many "
+          "bytes since the last one (0 = not by size)");
+ABSL_FLAG(bool, strict_recovery, false,
+          "refuse to start when the data_dir holds a corrupt snapshot or log "
+          "record (default: start from the last good state, log an error)");
 // --- Issue 10: TLS / mutual TLS on the serving port -------------------------
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain of the serving port (server certificate "
@@ -68,6 +86,9 @@ constexpr const char* kEnvFlags[] = {
     "max_exposures_per_request", "max_candidates_per_request",
     "max_future_skew", "max_receive_message_bytes", "sweep_interval",
     "shutdown_grace", "log_level",
+    // Durability (issue 4).
+    "data_dir", "fsync", "fsync_interval", "snapshot_interval",
+    "snapshot_wal_bytes", "strict_recovery",
     // Issue 10: TLS / mutual TLS.
     "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert"};
 
@@ -131,6 +152,24 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (c.sweep_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--sweep_interval must be positive");
   }
+  // Durability (issue 4).
+  c.durability.data_dir = absl::GetFlag(FLAGS_data_dir);
+  absl::StatusOr<FsyncPolicy> fsync =
+      ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
+  if (!fsync.ok()) return fsync.status();
+  c.durability.fsync = *fsync;
+  c.durability.fsync_interval = absl::GetFlag(FLAGS_fsync_interval);
+  if (c.durability.fsync_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--fsync_interval must be positive");
+  }
+  c.durability.snapshot_interval = absl::GetFlag(FLAGS_snapshot_interval);
+  const int64_t wal_bytes = absl::GetFlag(FLAGS_snapshot_wal_bytes);
+  if (c.durability.snapshot_interval < absl::ZeroDuration() || wal_bytes < 0) {
+    return absl::InvalidArgumentError(
+        "--snapshot_interval and --snapshot_wal_bytes must not be negative");
+  }
+  c.durability.snapshot_wal_bytes = static_cast<uint64_t>(wal_bytes);
+  c.durability.strict_recovery = absl::GetFlag(FLAGS_strict_recovery);
   // Issue 10: TLS / mutual TLS. The files are read and checked at Start().
   c.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   c.tls.key_file = absl::GetFlag(FLAGS_tls_key);

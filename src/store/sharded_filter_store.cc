@@ -88,12 +88,15 @@ RecordCounts ShardedFilterStore::Record(
     counts.recorded += ue.item_hashes.size();
     std::string key = MakeKey(surface.id, ue.user_id);
     Shard& shard = ShardFor(ue.user_id);
-    absl::MutexLock lock(&shard.mu);
+    WriterLock lock(&shard.mu);
     auto [it, inserted] = shard.users.try_emplace(std::move(key));
     UserFilter& filter = it->second;
     const int64_t before = inserted ? 0 : EntryBytes(it->first, filter);
     filter.DropExpired(policy, now);
     filter.Record(policy, ue.item_hashes, event);
+    if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
+      journal->OnRecord(surface.name, ue.user_id, event, ue.item_hashes);
+    }
     Account(shard, surface.id, inserted ? 1 : 0,
             EntryBytes(it->first, filter) - before);
   }
@@ -107,7 +110,7 @@ void ShardedFilterStore::RemoveExposed(const Surface& surface,
   const int64_t now = clock_->NowMs();
   const std::string key = MakeKey(surface.id, user_id);
   Shard& shard = ShardFor(user_id);
-  absl::ReaderMutexLock lock(&shard.mu);
+  ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return;
   it->second.RemoveExposed(surface.policy, now, item_hashes, keep);
@@ -121,7 +124,7 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
   FilterPull pull;
   const UserFilter* filter = nullptr;
   Shard& shard = ShardFor(user_id);
-  absl::ReaderMutexLock lock(&shard.mu);
+  ReaderLock lock(&shard.mu);
   if (surface != nullptr) {
     auto it = shard.users.find(MakeKey(surface->id, user_id));
     if (it != shard.users.end()) filter = &it->second;
@@ -144,7 +147,7 @@ std::optional<UserFilterStats> ShardedFilterStore::GetUserStats(
   const int64_t now = clock_->NowMs();
   const std::string key = MakeKey(surface.id, user_id);
   Shard& shard = ShardFor(user_id);
-  absl::ReaderMutexLock lock(&shard.mu);
+  ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end() ||
       !it->second.HasLiveSlices(surface.policy, now)) {
@@ -159,13 +162,16 @@ bool ShardedFilterStore::DeleteUser(const Surface& surface,
                                     absl::string_view user_id) {
   const std::string key = MakeKey(surface.id, user_id);
   Shard& shard = ShardFor(user_id);
-  absl::MutexLock lock(&shard.mu);
+  WriterLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return false;
   const bool had_live =
       it->second.HasLiveSlices(surface.policy, clock_->NowMs());
   Account(shard, surface.id, -1, -EntryBytes(it->first, it->second));
   shard.users.erase(it);
+  if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
+    journal->OnDelete(surface.name, user_id);
+  }
   return had_live;
 }
 
@@ -174,7 +180,7 @@ uint64_t ShardedFilterStore::DropExpired() {
   // One shard at a time: readers of other shards never wait on the sweep.
   for (Shard& shard : shards_) {
     const int64_t now = clock_->NowMs();
-    absl::MutexLock lock(&shard.mu);
+    WriterLock lock(&shard.mu);
     for (auto it = shard.users.begin(); it != shard.users.end();) {
       const std::string& key = it->first;
       const uint16_t surface_id = SurfaceIdOfKey(key);
@@ -198,11 +204,47 @@ uint64_t ShardedFilterStore::DropExpired() {
   return removed;
 }
 
+void ShardedFilterStore::SetJournal(StoreJournal* journal) {
+  journal_.store(journal, std::memory_order_release);
+}
+
+void ShardedFilterStore::VisitShard(int shard_index, UserVisitor visit) const {
+  const Shard& shard = shards_[shard_index];
+  ReaderLock lock(&shard.mu);
+  for (const auto& [key, filter] : shard.users) {
+    const Surface* surface = surfaces_->ById(SurfaceIdOfKey(key));
+    if (surface == nullptr) continue;  // cannot happen: keys come from surfaces
+    visit(*surface, absl::string_view(key).substr(2), filter);
+  }
+}
+
+void ShardedFilterStore::LoadUser(const Surface& surface,
+                                  absl::string_view user_id,
+                                  UserFilter filter) {
+  std::string key = MakeKey(surface.id, user_id);
+  Shard& shard = ShardFor(user_id);
+  WriterLock lock(&shard.mu);
+  auto [it, inserted] = shard.users.try_emplace(std::move(key));
+  const int64_t before = inserted ? 0 : EntryBytes(it->first, it->second);
+  it->second = std::move(filter);
+  Account(shard, surface.id, inserted ? 1 : 0,
+          EntryBytes(it->first, it->second) - before);
+}
+
+void ShardedFilterStore::Clear() {
+  for (Shard& shard : shards_) {
+    WriterLock lock(&shard.mu);
+    shard.users.clear();
+    shard.surface_usage.clear();
+    shard.bytes = 0;
+  }
+}
+
 StoreUsage ShardedFilterStore::Usage(size_t num_surfaces) const {
   StoreUsage usage;
   usage.surfaces.resize(num_surfaces);
   for (const Shard& shard : shards_) {
-    absl::ReaderMutexLock lock(&shard.mu);
+    ReaderLock lock(&shard.mu);
     ShardUsage su{shard.users.size(), shard.bytes};
     usage.shards.push_back(su);
     usage.users += su.users;

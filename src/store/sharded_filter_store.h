@@ -20,10 +20,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "src/filter/user_filter.h"
+#include "src/store/annotated_mutex.h"
 #include "src/store/clock.h"
+#include "src/store/store_journal.h"
 #include "src/store/surface_registry.h"
 
 namespace exposure_filter {
@@ -102,9 +104,29 @@ class ShardedFilterStore {
   // an out-of-line key.
   static size_t EntryOverheadBytes(const std::string& key);
 
+  // --- Durability hooks (src/persist/) ---------------------------------
+  // Every applied Record and DeleteUser is reported to `journal` under the
+  // user's shard lock (store_journal.h); null turns reporting off. Set it
+  // while no writer runs; it must outlive its use.
+  void SetJournal(StoreJournal* journal);
+  // Calls visit(surface, user_id, filter) for every user in shard `shard`,
+  // holding that shard's lock (shared) and no other for the whole visit:
+  // a snapshot stops at most one shard's writers at a time.
+  using UserVisitor =
+      absl::FunctionRef<void(const Surface& surface, absl::string_view user_id,
+                             const UserFilter& filter)>;
+  void VisitShard(int shard, UserVisitor visit) const;
+  // Installs a filter decoded from a snapshot (replacing any the user had),
+  // with accounting. Not journaled.
+  void LoadUser(const Surface& surface, absl::string_view user_id,
+                UserFilter filter);
+  // Forgets every user (recovery falling back to an older snapshot).
+  void Clear();
+
  private:
   struct Shard {
-    mutable absl::Mutex mu;
+    // std::shared_mutex underneath, so TSan sees it (annotated_mutex.h).
+    mutable SharedMutex mu;
     absl::flat_hash_map<std::string, UserFilter> users ABSL_GUARDED_BY(mu);
     // Indexed by surface id; grown on demand.
     std::vector<ShardUsage> surface_usage ABSL_GUARDED_BY(mu);
@@ -120,6 +142,7 @@ class ShardedFilterStore {
 
   const Clock* const clock_;
   const SurfaceRegistry* const surfaces_;
+  std::atomic<StoreJournal*> journal_{nullptr};
   std::unique_ptr<Shard[]> shards_storage_;
   absl::Span<Shard> shards_;
 };

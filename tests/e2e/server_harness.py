@@ -1,7 +1,12 @@
 """Starts the real exposure-filter-server binary on a free port and waits for
-it to report SERVING on grpc.health.v1.Health/Check."""
+it to report SERVING on grpc.health.v1.Health/Check.
+
+Every server gets a fresh temporary --data_dir (removed on close) unless the
+test passes its own (data_dir=..., e.g. to restart on the same state) or a
+--data_dir flag; the binary's default ./data is never used by tests."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,8 +52,16 @@ class ServerProcess:
     """One exposure-filter-server process. Use as a context manager, or call
     start() and always stop()/kill() in a finally/tearDown."""
 
-    def __init__(self, *flags, env=None, channel_credentials=None):
+    def __init__(self, *flags, env=None, data_dir=None,
+                 channel_credentials=None):
         self.flags = list(flags)
+        self._own_data_dir = None
+        if not any(f.startswith("--data_dir") for f in self.flags):
+            if data_dir is None:
+                self._own_data_dir = tempfile.mkdtemp(prefix="ef_e2e_data_")
+                data_dir = self._own_data_dir
+            self.flags.append("--data_dir=" + data_dir)
+        self.data_dir = data_dir
         # grpc.ChannelCredentials for a TLS server (the readiness probe must
         # speak TLS too); None: plaintext.
         self.channel_credentials = channel_credentials
@@ -150,6 +163,8 @@ class ServerProcess:
             os.unlink(self.log_path)
         except OSError:
             pass
+        if self._own_data_dir is not None:
+            shutil.rmtree(self._own_data_dir, ignore_errors=True)
 
     def log(self):
         self._log.flush()
@@ -174,6 +189,10 @@ def run_to_exit(*flags, env=None, timeout=EXIT_TIMEOUT_S):
     flags = list(flags)
     if not any(f.startswith("--listen=") for f in flags):
         flags.insert(0, "--listen=127.0.0.1:%d" % free_port())
+    data_dir = None
+    if not any(f.startswith("--data_dir") for f in flags):
+        data_dir = tempfile.mkdtemp(prefix="ef_e2e_data_")
+        flags.append("--data_dir=" + data_dir)
     argv = [server_binary()] + flags
     proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -183,4 +202,6 @@ def run_to_exit(*flags, env=None, timeout=EXIT_TIMEOUT_S):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
     return proc.returncode, out.decode(errors="replace")

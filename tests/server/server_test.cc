@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -35,8 +38,26 @@ using ::testing::StartsWith;
 constexpr int64_t kNowMs = 1'700'000'000'000;
 constexpr char kServiceName[] = "exposure.v1.ExposureFilter";
 
+// A new temporary data_dir per server, removed when the test binary exits:
+// in-process servers are durable like the real one, never in ./data.
+std::string FreshDataDir() {
+  static std::vector<std::string>* dirs = [] {
+    auto* v = new std::vector<std::string>;
+    std::atexit([] {
+      for (const std::string& d : *dirs) std::filesystem::remove_all(d);
+    });
+    return v;
+  }();
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "ef_server_test_XXXXXX")
+          .string();
+  dirs->push_back(mkdtemp(tmpl.data()));
+  return dirs->back();
+}
+
 ServerConfig TestConfig() {
   ServerConfig c;
+  c.durability.data_dir = FreshDataDir();
   c.listen_address = "127.0.0.1:0";
   c.shards = 4;
   // Only matters for a test that shuts down with a stream open.
@@ -347,6 +368,61 @@ TEST(ExposureFilterServerStartTest, RejectsAnInvalidSurfacePolicy) {
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(server.status().message()), HasSubstr("video"));
+}
+
+TEST(ExposureFilterServerStartTest, RefusesADataDirAnotherServerHolds) {
+  ManualClock clock(kNowMs);
+  const ServerConfig config = TestConfig();
+  absl::StatusOr<std::unique_ptr<ExposureFilterServer>> first =
+      ExposureFilterServer::Start(config, &clock);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ServerConfig same_dir = TestConfig();
+  same_dir.durability.data_dir = config.durability.data_dir;
+  absl::StatusOr<std::unique_ptr<ExposureFilterServer>> second =
+      ExposureFilterServer::Start(same_dir, &clock);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("in use"));
+}
+
+TEST(ExposureFilterServerStartTest, ARestartedServerKeepsAcknowledgedWrites) {
+  ManualClock clock(kNowMs);
+  const ServerConfig config = TestConfig();
+  for (int life = 0; life < 2; ++life) {
+    absl::StatusOr<std::unique_ptr<ExposureFilterServer>> server =
+        ExposureFilterServer::Start(config, &clock);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*server)->port()),
+                            grpc::InsecureChannelCredentials());
+    auto stub = exposure::v1::ExposureFilter::NewStub(channel);
+    if (life == 0) {
+      exposure::v1::RecordExposureRequest req;
+      exposure::v1::Exposure* e = req.add_exposures();
+      e->set_user_id("u1");
+      e->add_item_ids(101);
+      e->add_item_keys("video:9");
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      exposure::v1::RecordExposureResponse resp;
+      ASSERT_TRUE(stub->RecordExposure(&ctx, req, &resp).ok());
+      (*server)->Shutdown();  // final snapshot
+    } else {
+      EXPECT_EQ((*server)->recovery().users_loaded, 1u);
+      EXPECT_EQ((*server)->recovery().wal_records, 0u);
+      exposure::v1::FilterRecalledRequest req;
+      req.set_user_id("u1");
+      req.add_candidate_ids(101);
+      req.add_candidate_ids(102);
+      req.add_candidate_keys("video:9");
+      grpc::ClientContext ctx;
+      SetDeadline(&ctx);
+      exposure::v1::FilterRecalledResponse resp;
+      ASSERT_TRUE(stub->FilterRecalled(&ctx, req, &resp).ok());
+      EXPECT_THAT(resp.kept_ids(), ElementsAre(102));
+      EXPECT_EQ(resp.kept_keys_size(), 0);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,342 @@
+#include "src/persist/snapshot.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+// XXH3_state_t on the stack needs the static-linking declarations.
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include <cstdio>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "exposure_filter/bloom_probe.h"
+#include "src/persist/byte_codec.h"
+#include "src/persist/posix_file.h"
+#include "src/persist/record_frame.h"
+
+namespace exposure_filter {
+namespace {
+
+// Largest segment the decoder accepts (the portable format's limit).
+constexpr uint32_t kMaxBlocks = uint32_t{1} << 26;
+constexpr int kMaxSlices = 64;
+
+void EncodeSurface(const Surface& s, std::string* out) {
+  std::string body;
+  PutU16(&body, s.id);
+  PutU8(&body, static_cast<uint8_t>(s.name.size()));
+  body.append(s.name);
+  PutI64(&body, s.policy.slice_span_ms());
+  PutI64(&body, s.policy.retention_ms());
+  PutF64(&body, s.policy.fp_rate());
+  AppendFrame(kSnapshotSurface, body, out);
+}
+
+// Appends the user's live slices; false if none is live.
+bool EncodeUser(const Surface& surface, absl::string_view user_id,
+                const UserFilter& filter, int64_t now_ms, std::string* body) {
+  const FilterPolicy& policy = surface.policy;
+  uint8_t live = 0;
+  for (const UserFilter::Slice& s : filter.slices()) {
+    live += policy.SliceLive(s.index, now_ms) ? 1 : 0;
+  }
+  if (live == 0) return false;
+  PutU16(body, surface.id);
+  PutString32(body, user_id);
+  PutU8(body, live);
+  for (const UserFilter::Slice& s : filter.slices()) {
+    if (!policy.SliceLive(s.index, now_ms)) continue;
+    PutI64(body, s.index);
+    PutI64(body, s.min_event_ms);
+    PutI64(body, s.max_event_ms);
+    PutU8(body, static_cast<uint8_t>(s.segments.size()));
+    for (const BloomSegment& seg : s.segments) {
+      PutU32(body, seg.num_blocks());
+      PutU8(body, static_cast<uint8_t>(seg.k()));
+      PutU64(body, seg.count());
+      PutU64(body, seg.capacity());
+      // Words are little-endian in memory on every platform we build for
+      // (x86-64, aarch64), which is the file's byte order.
+      body->append(reinterpret_cast<const char*>(seg.words()), seg.bit_bytes());
+    }
+  }
+  return true;
+}
+
+class SnapshotFile {
+ public:
+  SnapshotFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+    XXH3_64bits_reset(&hash_);
+  }
+  ~SnapshotFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  absl::Status Write(absl::string_view data) {
+    XXH3_64bits_update(&hash_, data.data(), data.size());
+    bytes_ += data.size();
+    return WriteFully(fd_, data, path_);
+  }
+  uint64_t hash() { return XXH3_64bits_digest(&hash_); }
+  uint64_t bytes() const { return bytes_; }
+  absl::Status SyncAndClose() {
+    absl::Status s = SyncFile(fd_, path_);
+    if (::close(fd_) != 0 && s.ok()) s = ErrnoStatus("close", path_);
+    fd_ = -1;
+    return s;
+  }
+
+ private:
+  const std::string path_;
+  int fd_;
+  XXH3_state_t hash_;
+  uint64_t bytes_ = 0;
+};
+
+absl::Status Malformed(absl::string_view what, size_t offset) {
+  return absl::DataLossError(
+      absl::StrCat("malformed ", what, " record at offset ", offset));
+}
+
+// Decodes a User body into a filter; false if malformed.
+bool DecodeUser(absl::string_view body, uint16_t* surface_id,
+                absl::string_view* user_id, UserFilter* filter) {
+  ByteReader r(body);
+  uint8_t slices = 0;
+  if (!r.U16(surface_id) || !r.String32(user_id) || user_id->empty() ||
+      !r.U8(&slices) || slices == 0 || slices > kMaxSlices) {
+    return false;
+  }
+  int64_t prev_index = std::numeric_limits<int64_t>::min();
+  for (int i = 0; i < slices; ++i) {
+    UserFilter::Slice slice;
+    uint8_t segments = 0;
+    if (!r.I64(&slice.index) || !r.I64(&slice.min_event_ms) ||
+        !r.I64(&slice.max_event_ms) || !r.U8(&segments) || segments == 0 ||
+        segments > FilterPolicy::kMaxSegmentsPerSlice ||
+        slice.index <= prev_index) {
+      return false;
+    }
+    prev_index = slice.index;
+    for (int j = 0; j < segments; ++j) {
+      uint32_t blocks = 0;
+      uint8_t k = 0;
+      uint64_t count = 0, capacity = 0;
+      absl::string_view bits;
+      if (!r.U32(&blocks) || !r.U8(&k) || !r.U64(&count) || !r.U64(&capacity) ||
+          blocks == 0 || blocks > kMaxBlocks || k == 0 || k > 16 ||
+          capacity == 0 || !r.Bytes(size_t{blocks} * kBlockBytes, &bits)) {
+        return false;
+      }
+      BloomSegment seg(blocks, k, capacity);
+      // memcpy underneath: the mapped bytes need not be aligned.
+      seg.Assign(reinterpret_cast<const uint64_t*>(bits.data()), count);
+      slice.segments.push_back(std::move(seg));
+    }
+    filter->AppendSlice(std::move(slice));
+  }
+  return r.remaining() == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
+    const DataDir& dir, uint64_t seq, const ShardedFilterStore& store,
+    const SnapshotMetadata& metadata) {
+  SnapshotWriteResult result;
+  result.path = dir.SnapshotPath(seq);
+  const std::string tmp = absl::StrCat(result.path, ".tmp");
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus("create", tmp);
+  SnapshotFile file(tmp, fd);
+  uint64_t frames = 0;
+  std::string chunk = EncodeFileHeader(kSnapshotMagic, seq);
+  for (const auto& [key, value] : metadata) {
+    std::string body;
+    PutString32(&body, key);
+    PutString32(&body, value);
+    AppendFrame(kSnapshotMetadata, body, &chunk);
+    ++frames;
+  }
+  std::vector<bool> surface_written;
+  std::string body;
+  for (int shard = 0; shard < store.num_shards(); ++shard) {
+    // Aging is judged once per shard, like the sweeper.
+    const int64_t now = store.clock().NowMs();
+    store.VisitShard(shard,
+                     [&](const Surface& surface, absl::string_view user_id,
+                         const UserFilter& filter) {
+                       body.clear();
+                       if (!EncodeUser(surface, user_id, filter, now, &body))
+                         return;
+                       if (surface_written.size() <= surface.id) {
+                         surface_written.resize(surface.id + 1);
+                       }
+                       if (!surface_written[surface.id]) {
+                         EncodeSurface(surface, &chunk);
+                         surface_written[surface.id] = true;
+                         ++frames;
+                       }
+                       AppendFrame(kSnapshotUser, body, &chunk);
+                       ++frames;
+                       ++result.users;
+                     });
+    // The shard lock is released: the disk write stalls nobody.
+    if (absl::Status s = file.Write(chunk); !s.ok()) {
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    chunk.clear();
+  }
+  std::string end;
+  PutU64(&end, result.users);
+  PutU64(&end, frames);
+  PutU64(&end, file.hash());
+  AppendFrame(kSnapshotEnd, end, &chunk);
+  absl::Status s = file.Write(chunk);
+  if (s.ok()) s = file.SyncAndClose();
+  if (s.ok() && ::rename(tmp.c_str(), result.path.c_str()) != 0) {
+    s = ErrnoStatus("rename", tmp);
+  }
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (s = SyncDirectory(dir.path()); !s.ok()) return s;
+  result.bytes = file.bytes();
+  return result;
+}
+
+absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
+                                                uint64_t seq,
+                                                SurfaceRegistry* surfaces,
+                                                ShardedFilterStore* store) {
+  uint64_t header_seq = 0;
+  if (absl::Status s = ParseFileHeader(data, kSnapshotMagic, &header_seq);
+      !s.ok()) {
+    return absl::DataLossError(absl::StrCat("header: ", s.message()));
+  }
+  if (header_seq != seq) {
+    return absl::DataLossError(
+        absl::StrCat("header says snapshot ", header_seq));
+  }
+  SnapshotLoadResult result;
+  absl::flat_hash_map<uint16_t, const Surface*> by_id;
+  const int64_t now = store->clock().NowMs();
+  uint64_t frames = 0, users = 0;
+  size_t offset = kFileHeaderBytes;
+  XXH3_state_t hash;
+  XXH3_64bits_reset(&hash);
+  XXH3_64bits_update(&hash, data.data(), kFileHeaderBytes);
+  while (true) {
+    Frame frame;
+    const FrameParse parse = ParseFrame(data.substr(offset), &frame);
+    if (parse == FrameParse::kEnd) {
+      return absl::DataLossError("ends without its End record (truncated)");
+    }
+    if (parse != FrameParse::kOk) {
+      return absl::DataLossError(absl::StrCat(
+          parse == FrameParse::kTorn ? "truncated" : "checksum mismatch",
+          " at offset ", offset));
+    }
+    if (frame.type == kSnapshotEnd) {
+      ByteReader r(frame.body);
+      uint64_t end_users = 0, end_frames = 0, end_hash = 0;
+      if (!r.U64(&end_users) || !r.U64(&end_frames) || !r.U64(&end_hash) ||
+          r.remaining() != 0) {
+        return Malformed("End", offset);
+      }
+      if (end_users != users || end_frames != frames ||
+          end_hash != XXH3_64bits_digest(&hash)) {
+        return absl::DataLossError(
+            "End record does not match the file (records missing or "
+            "reordered)");
+      }
+      if (offset + frame.size != data.size()) {
+        return absl::DataLossError(
+            absl::StrCat("unexpected bytes after the End record at offset ",
+                         offset + frame.size));
+      }
+      return result;
+    }
+    ++frames;
+    XXH3_64bits_update(&hash, data.data() + offset, frame.size);
+    switch (frame.type) {
+      case kSnapshotSurface: {
+        ByteReader r(frame.body);
+        uint16_t id = 0;
+        uint8_t name_bytes = 0;
+        absl::string_view name;
+        int64_t span_ms = 0, retention_ms = 0;
+        double fp = 0;
+        if (!r.U16(&id) || !r.U8(&name_bytes) || !r.Bytes(name_bytes, &name) ||
+            !r.I64(&span_ms) || !r.I64(&retention_ms) || !r.F64(&fp) ||
+            r.remaining() != 0) {
+          return Malformed("Surface", offset);
+        }
+        absl::StatusOr<const Surface*> surface = surfaces->GetOrCreate(name);
+        if (!surface.ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "surface \"", name, "\": ", surface.status().message()));
+        }
+        // Slice indexes are positions on the slice_span grid: with another
+        // span they would name other times, so the filters cannot be used.
+        if ((*surface)->policy.slice_span_ms() != span_ms) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "surface \"", name, "\" was saved with slice_span ",
+              absl::FormatDuration(absl::Milliseconds(span_ms)),
+              " but is configured with ",
+              absl::FormatDuration(
+                  absl::Milliseconds((*surface)->policy.slice_span_ms())),
+              "; restart with the old slice_span (or move the data_dir "
+              "away to start empty)"));
+        }
+        by_id[id] = *surface;
+        break;
+      }
+      case kSnapshotUser: {
+        uint16_t surface_id = 0;
+        absl::string_view user_id;
+        UserFilter filter;
+        if (!DecodeUser(frame.body, &surface_id, &user_id, &filter)) {
+          return Malformed("User", offset);
+        }
+        auto it = by_id.find(surface_id);
+        if (it == by_id.end())
+          return Malformed("User (unknown surface)", offset);
+        ++users;
+        // Aging applies across the restart: slices that expired while the
+        // server was down are dropped, not resurrected.
+        filter.DropExpired(it->second->policy, now);
+        if (filter.slices().empty()) {
+          ++result.expired_users;
+          break;
+        }
+        store->LoadUser(*it->second, user_id, std::move(filter));
+        ++result.users;
+        break;
+      }
+      case kSnapshotMetadata: {
+        ByteReader r(frame.body);
+        absl::string_view key, value;
+        if (!r.String32(&key) || !r.String32(&value) || r.remaining() != 0) {
+          return Malformed("Metadata", offset);
+        }
+        result.metadata.emplace_back(std::string(key), std::string(value));
+        break;
+      }
+      default:
+        if (frame.type < kFirstOptionalRecordType) {
+          return absl::DataLossError(
+              absl::StrCat("unknown record type ", frame.type, " at offset ",
+                           offset, " (written by a newer version?)"));
+        }
+        break;  // an optional extension this build does not know
+    }
+    offset += frame.size;
+  }
+}
+
+}  // namespace exposure_filter

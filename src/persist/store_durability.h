@@ -1,0 +1,156 @@
+// StoreDurability: makes a ShardedFilterStore survive restarts and crashes.
+//
+// It is the store's journal (store_journal.h): every applied change is
+// appended to the write-ahead log under the user's shard lock, and an RPC
+// calls Commit() before it answers OK. Snapshots rotate the log first (so
+// the closed segments hold only changes the store already has), then write
+// the store one shard at a time. A snapshot covering segment s makes the
+// segments <= the *previous* snapshot obsolete: the newest two snapshots
+// and the log since the older one are kept, so a damaged newest snapshot
+// can fall back to the one before it.
+//
+// Recovery (Recover(), before serving): the newest snapshot that loads
+// cleanly (falling back to older ones, then to an empty store), then every
+// log segment after it in order. Aging applies: slices and events past the
+// retention window are dropped. A torn final record is truncated away and
+// counted; corruption stops replay at the last good record with one error
+// line, or, with strict_recovery, fails recovery.
+#ifndef EXPOSURE_FILTER_SRC_PERSIST_STORE_DURABILITY_H_
+#define EXPOSURE_FILTER_SRC_PERSIST_STORE_DURABILITY_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/persist/data_dir.h"
+#include "src/persist/snapshot.h"
+#include "src/persist/write_ahead_log.h"
+#include "src/store/annotated_mutex.h"
+#include "src/store/sharded_filter_store.h"
+#include "src/store/store_journal.h"
+#include "src/store/surface_registry.h"
+
+namespace exposure_filter {
+
+struct DurabilityOptions {
+  // Where the log and snapshots live. Empty means "not durable": the server
+  // keeps everything in memory only (the --data_dir flag defaults to ./data).
+  std::string data_dir;
+  FsyncPolicy fsync = FsyncPolicy::kInterval;
+  absl::Duration fsync_interval = absl::Seconds(1);
+  // Snapshot when this much time has passed since the last one (zero: never
+  // by time) or the current log segment reaches this size (zero: never by
+  // size), whichever comes first.
+  absl::Duration snapshot_interval = absl::Minutes(10);
+  uint64_t snapshot_wal_bytes = uint64_t{256} << 20;
+  // Refuse to start on any corruption instead of starting with what loaded.
+  bool strict_recovery = false;
+};
+
+struct RecoveryReport {
+  uint64_t snapshot_seq = 0;       // 0: none loaded
+  uint64_t snapshots_skipped = 0;  // damaged ones passed over
+  uint64_t users_loaded = 0;       // from the snapshot
+  uint64_t expired_users = 0;      // in the snapshot but aged out since
+  uint64_t wal_segments = 0;
+  uint64_t wal_records = 0;      // replayed
+  uint64_t torn_tail_bytes = 0;  // skipped torn final record(s)
+  uint64_t torn_tails = 0;
+  bool corrupt = false;    // replay stopped early at corruption
+  std::string corruption;  // the error line, if any
+  absl::Duration duration;
+  SnapshotMetadata metadata;  // of the loaded snapshot
+};
+
+struct DurabilityStats {
+  WalStats wal;
+  uint64_t snapshots_written = 0;
+  uint64_t snapshot_failures = 0;
+  uint64_t last_snapshot_bytes = 0;
+  uint64_t last_snapshot_users = 0;
+};
+
+class StoreDurability final : public StoreJournal {
+ public:
+  // Takes the data directory's lock (FailedPrecondition if another process
+  // holds it). `surfaces` and `store` must outlive this object.
+  static absl::StatusOr<std::unique_ptr<StoreDurability>> Open(
+      const DurabilityOptions& options, SurfaceRegistry* surfaces,
+      ShardedFilterStore* store);
+  ~StoreDurability() override;
+
+  // Loads the store (which must be empty and not yet in use), then starts
+  // logging to a new segment and the background fsync and snapshot threads.
+  // Fails on I/O errors, configuration mismatches and, when strict, on
+  // corruption.
+  absl::StatusOr<RecoveryReport> Recover();
+
+  // Waits until every change applied so far is logged to the configured
+  // degree (group commit). An error means it may not survive a crash.
+  absl::Status Commit();
+  // Rotates the log and writes a snapshot now.
+  absl::Status Snapshot();
+  // Stops the background threads, detaches from the store, writes a final
+  // snapshot when asked, and closes the log. Call after the last writer.
+  absl::Status Close(bool final_snapshot);
+
+  // Extra entries for every snapshot (called while one is written).
+  void SetMetadataProvider(std::function<SnapshotMetadata()> provider);
+  DurabilityStats stats() const;
+
+  // StoreJournal.
+  void OnRecord(absl::string_view surface, absl::string_view user_id,
+                int64_t event_ms,
+                absl::Span<const uint64_t> item_hashes) override;
+  void OnDelete(absl::string_view surface, absl::string_view user_id) override;
+
+ private:
+  StoreDurability(const DurabilityOptions& options,
+                  std::unique_ptr<DataDir> dir, SurfaceRegistry* surfaces,
+                  ShardedFilterStore* store);
+  absl::Status ReplayLog(const DataDir::Listing& listing,
+                         RecoveryReport* report);
+  absl::Status SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
+  void RemoveObsoleteFiles(uint64_t newest)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
+  void SyncLoop();
+  void SnapshotLoop();
+
+  const DurabilityOptions options_;
+  const std::unique_ptr<DataDir> dir_;
+  SurfaceRegistry* const surfaces_;
+  ShardedFilterStore* const store_;
+  std::unique_ptr<WriteAheadLog> wal_;
+
+  Mutex snapshot_mu_;  // one snapshot at a time
+  // The newest snapshot known good before the latest one (0: the empty
+  // state); files it needs are kept.
+  uint64_t fallback_snapshot_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
+  uint64_t latest_snapshot_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
+  absl::Time last_snapshot_time_ ABSL_GUARDED_BY(snapshot_mu_);
+  std::function<SnapshotMetadata()> metadata_provider_
+      ABSL_GUARDED_BY(snapshot_mu_);
+  std::atomic<uint64_t> snapshots_written_{0};
+  std::atomic<uint64_t> snapshot_failures_{0};
+  std::atomic<uint64_t> last_snapshot_bytes_{0};
+  std::atomic<uint64_t> last_snapshot_users_{0};
+
+  Mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
+  bool closed_ = false;
+  std::thread sync_thread_;
+  std::thread snapshot_thread_;
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_PERSIST_STORE_DURABILITY_H_
