@@ -10,6 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libxxhash-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libhiredis-dev
   python3 python3-grpcio python3-protobuf python3-xxhash
   # Issue 10: TLS (OpenSSL checks the PEM files; openssl makes test certs).
   libssl-dev openssl

@@ -43,6 +43,16 @@ class BloomSegment {
   size_t bit_bytes() const { return size_t{num_blocks_} * kBlockBytes; }
   // Expected FP rate at the current count (bloom_math.h).
   double EstimatedFpRate() const;
+  // The FP rate of these exact bits for a fresh item: mean over blocks of
+  // (set bits / 512)^k, each probe landing on a uniform bit of its block.
+  double MeasuredFpRate() const { return FoldedFpRate(1); }
+  // MeasuredFpRate() of the segment folded by `factor` (which divides
+  // num_blocks()), without folding it.
+  double FoldedFpRate(uint32_t factor) const;
+  // Folds block i*factor .. (i+1)*factor-1 into block i: fast-range block
+  // choice makes this exact (every item keeps all its bits). The segment is
+  // then full: later items go to a new segment.
+  void Fold(uint32_t factor);
 
   // Replaces the content (used when decoding a snapshot). `words` must hold
   // num_blocks * 8 words.

@@ -44,7 +44,7 @@ absl::StatusOr<FilterPolicy> FilterPolicy::Create(
   p.max_live_slices_ = static_cast<int>(live);
   p.slice_fp_budget_ = -std::expm1(std::log1p(-opts.fp_rate) / live);
   for (int j = 0; j < kMaxSegmentsPerSlice; ++j) {
-    p.levels_[j] = SizeForFpRate(std::ldexp(p.slice_fp_budget_, -(j + 1)));
+    p.levels_[j] = SizeForFpRate(p.LevelFpBudget(j));
   }
   p.min_capacity_ = std::max<uint64_t>(1, CapacityOfBlocks(1, p.levels_[0]));
   return p;

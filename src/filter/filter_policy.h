@@ -10,14 +10,26 @@
 //
 // FP budget. A lookup probes every live segment and is a false positive if any
 // one of them is, so P(fp) <= sum of the segments' rates (union bound). Each
-// of the L slices gets delta_s = 1 - (1 - delta)^(1/L); inside a slice, segment
-// j (added when the previous ones are full) gets delta_s / 2^(j+1), so however
-// many segments a slice grows, they sum to < delta_s (the scalable Bloom filter
-// of Almeida et al., 2007, with tightening ratio 1/2).
+// of the L slices gets delta_s = 1 - (1 - delta)^(1/L). Inside a slice the
+// first segment gets 3/4 of delta_s and growth segment j >= 1 (added when the
+// previous ones are full) gets delta_s / 2^(j+2), so however many segments a
+// slice grows they sum to < delta_s (the scalable Bloom filter of Almeida et
+// al., 2007, with tightening ratio 1/2 after the first). Most slices never
+// grow (they are sized from the previous slice or the opening batch), so the
+// first segment's share decides the bits per item: 3/4 instead of 1/2 saves
+// ~0.6 bits per item (bloom_math: 15.4 vs 16.3 bits at L = 7, delta = 1%).
+//
+// Sealing. When a newer slice opens, the older one is sealed: its segments'
+// exact FP is measured from their bits (mean over blocks of
+// (set bits / 512)^k) and over-sized segments are folded by an integer factor
+// (exact, see BloomProbeTest.FoldingByAnIntegerFactorIsExact) while the sum
+// stays within delta_s minus the budget reserved for growth segments that
+// late events may still add (GrowthReserve).
 #ifndef EXPOSURE_FILTER_SRC_FILTER_FILTER_POLICY_H_
 #define EXPOSURE_FILTER_SRC_FILTER_FILTER_POLICY_H_
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
@@ -56,6 +68,16 @@ class FilterPolicy {
   const BlockSizing& level_sizing(int level) const { return levels_[level]; }
   // Smallest segment: one block at level 0.
   uint64_t min_capacity() const { return min_capacity_; }
+  // FP budget of segment `level` within a slice.
+  double LevelFpBudget(int level) const {
+    return level == 0 ? slice_fp_budget_ * 0.75
+                      : std::ldexp(slice_fp_budget_, -(level + 2));
+  }
+  // Sum of the budgets of every level >= `levels` (>= 1): what a slice with
+  // `levels` segments must leave free for growth segments added later.
+  double GrowthReserve(int levels) const {
+    return std::ldexp(slice_fp_budget_, -(levels + 1));
+  }
 
   int64_t SliceIndexOf(int64_t event_ms) const {
     // Event times are validated non-negative, so division floors.

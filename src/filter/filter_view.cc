@@ -1,5 +1,6 @@
 #include "exposure_filter/filter_view.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -10,6 +11,7 @@
 #include "exposure_filter/filter_format.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/bloom_math.h"
+#include "src/filter/probe_kernel.h"
 
 namespace exposure_filter {
 namespace {
@@ -123,7 +125,28 @@ bool FilterView::MayContainKey(absl::string_view key) const {
 
 void FilterView::KeepMaskIds(absl::Span<const uint64_t> ids,
                              uint8_t* keep) const {
-  for (size_t i = 0; i < ids.size(); ++i) keep[i] = !MayContainId(ids[i]);
+  // Hash each candidate once, then run the server's batch kernel segment by
+  // segment. The kernel reads blocks as native 64-bit words, which is the
+  // format's little-endian layout only on little-endian hosts, and needs them
+  // 8-byte aligned (a std::string's buffer, plus the 32-byte headers, is).
+  std::vector<uint64_t> hashes(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) hashes[i] = HashItemId(ids[i]);
+  bool fast = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+  for (const Segment& s : segments_) {
+    fast &= reinterpret_cast<uintptr_t>(s.blocks) % alignof(uint64_t) == 0;
+  }
+  if (!fast) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      keep[i] = !MayContainHash(hashes[i]);
+    }
+    return;
+  }
+  std::fill(keep, keep + ids.size(), uint8_t{1});
+  for (const Segment& s : segments_) {
+    RemoveContained(SegmentRef{reinterpret_cast<const uint64_t*>(s.blocks),
+                               s.num_blocks, s.k},
+                    hashes.data(), hashes.size(), keep);
+  }
 }
 
 double FilterView::EstimatedFpRate() const {

@@ -4,13 +4,10 @@
 #include <limits>
 
 #include "src/filter/bloom_math.h"
+#include "src/filter/probe_kernel.h"
 
 namespace exposure_filter {
 namespace {
-
-// How far ahead the probe loop prefetches: enough to cover a DRAM miss
-// (~100 ns) at a few ns per candidate.
-constexpr size_t kPrefetchDistance = 8;
 
 uint64_t SliceCount(const UserFilter::Slice& s) {
   uint64_t n = 0;
@@ -25,12 +22,64 @@ bool SliceMayContain(const UserFilter::Slice& s, uint64_t h) {
   return false;
 }
 
+// Growth segments are sized for 4x the slice and are mostly empty when the
+// slice is sealed; rounding their block count up to m * 2^e with m in [8, 16)
+// (<= 12.5% more bits) gives them power-of-two fold factors (SealSlice).
+uint32_t RoundForFolding(uint32_t blocks) {
+  if (blocks < 16) return blocks;
+  const int e = 31 - __builtin_clz(blocks) - 3;
+  const uint32_t unit = 1u << e;
+  return (blocks + unit - 1) / unit * unit;
+}
+
+// Fold factors of a segment of `blocks` blocks, largest first.
+std::vector<uint32_t> FoldFactors(uint32_t blocks) {
+  std::vector<uint32_t> f;
+  for (uint32_t d = blocks; d >= 2; --d) {
+    if (blocks % d == 0) f.push_back(d);
+  }
+  return f;
+}
+
 }  // namespace
+
+void UserFilter::SealSlice(const FilterPolicy& policy, Slice& slice) {
+  const int levels = static_cast<int>(slice.segments.size());
+  // Late events may still grow this slice, with segments at levels >= levels.
+  const double budget = policy.slice_fp_budget() - policy.GrowthReserve(levels);
+  std::vector<double> fp(levels);
+  double total = 0;
+  for (int j = 0; j < levels; ++j) {
+    fp[j] = slice.segments[j].MeasuredFpRate();
+    total += fp[j];
+  }
+  // Newest (largest, emptiest) segments first: they free the most bytes.
+  for (int j = levels - 1; j >= 0; --j) {
+    BloomSegment& seg = slice.segments[j];
+    const std::vector<uint32_t> factors = FoldFactors(seg.num_blocks());
+    // Folding more never lowers the FP rate: if the smallest factor does not
+    // fit the budget, none does (and the seal stays O(blocks)).
+    if (factors.empty() ||
+        total - fp[j] + seg.FoldedFpRate(factors.back()) > budget) {
+      continue;
+    }
+    for (uint32_t f : factors) {
+      const double folded = seg.FoldedFpRate(f);
+      if (total - fp[j] + folded <= budget) {
+        seg.Fold(f);
+        total += folded - fp[j];
+        fp[j] = folded;
+        break;
+      }
+    }
+  }
+}
 
 BloomSegment UserFilter::NewSegment(const FilterPolicy& policy, int level,
                                     uint64_t min_capacity) {
   const BlockSizing& sizing = policy.level_sizing(level);
-  const uint32_t blocks = BlocksForCapacity(min_capacity, sizing);
+  uint32_t blocks = BlocksForCapacity(min_capacity, sizing);
+  if (level > 0) blocks = RoundForFolding(blocks);
   const uint64_t capacity =
       std::max<uint64_t>(1, CapacityOfBlocks(blocks, sizing));
   return BloomSegment(blocks, sizing.k, capacity);
@@ -43,10 +92,16 @@ UserFilter::Slice& UserFilter::SliceFor(const FilterPolicy& policy,
       [](const Slice& s, int64_t i) { return s.index < i; });
   if (it != slices_.end() && it->index == index) return *it;
   // Predict this slice's volume from the slice before it (the user's recent
-  // rate); 25% headroom absorbs normal variation without a second segment.
+  // rate); 12.5% headroom absorbs small variation without a second segment,
+  // and a larger burst grows a segment that sealing folds back down.
   uint64_t predicted = std::max(policy.min_capacity(), incoming);
   if (it != slices_.begin()) {
-    predicted = std::max(predicted, SliceCount(*std::prev(it)) * 5 / 4);
+    predicted = std::max(predicted, SliceCount(*std::prev(it)) * 9 / 8);
+  }
+  // A slice newer than all others seals the previous newest one: its volume
+  // is now (nearly) final, so over-sized segments can be folded.
+  if (it == slices_.end() && it != slices_.begin()) {
+    SealSlice(policy, *std::prev(it));
   }
   Slice slice;
   slice.index = index;
@@ -87,16 +142,13 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
 void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
                                absl::Span<const uint64_t> hashes,
                                uint8_t* keep) const {
-  const size_t n = hashes.size();
+  // Segment-major: one segment's blocks stay hot across the whole batch, and
+  // candidates already removed by an earlier segment cost no probe.
   for (const Slice& slice : slices_) {
     if (!policy.SliceLive(slice.index, now_ms)) continue;
     for (const BloomSegment& seg : slice.segments) {
-      for (size_t i = 0; i < n; ++i) {
-        if (i + kPrefetchDistance < n) {
-          seg.Prefetch(hashes[i + kPrefetchDistance]);
-        }
-        if (keep[i] && seg.MayContain(hashes[i])) keep[i] = 0;
-      }
+      RemoveContained(SegmentRef{seg.words(), seg.num_blocks(), seg.k()},
+                      hashes.data(), hashes.size(), keep);
     }
   }
 }

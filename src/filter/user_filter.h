@@ -94,6 +94,9 @@ class UserFilter {
   Slice& SliceFor(const FilterPolicy& policy, int64_t index, uint64_t incoming);
   static BloomSegment NewSegment(const FilterPolicy& policy, int level,
                                  uint64_t min_capacity);
+  // Folds the slice's over-sized segments while its measured FP stays within
+  // budget (filter_policy.h, "Sealing").
+  static void SealSlice(const FilterPolicy& policy, Slice& slice);
 
   std::vector<Slice> slices_;
 };

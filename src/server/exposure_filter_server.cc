@@ -21,6 +21,7 @@ ExposureFilterServer::ExposureFilterServer(const ServerConfig& config)
 
 absl::StatusOr<std::unique_ptr<ExposureFilterServer>>
 ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
+  if (absl::Status st = config.transport.Validate(); !st.ok()) return st;
   if (config.shards < 1 || config.shards > 65536 ||
       (config.shards & (config.shards - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -66,6 +67,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   // the same port and silently split traffic between two independent sets of
   // in-memory filters. A taken port must be a startup error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyTransportTuning(config.transport, &builder);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {

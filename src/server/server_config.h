@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "src/filter/filter_policy.h"
+#include "src/server/transport_tuning.h"
 #include "src/persist/store_durability.h"
 
 namespace exposure_filter {
@@ -48,6 +49,8 @@ struct ServerConfig {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Issue 10 (TLS/mTLS): transport security of the serving port.
   TlsOptions tls;
+  // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
+  TransportTuning transport;
 
   // --- Durability (issue 4): write-ahead log, snapshots, recovery. ---
   // durability.data_dir empty (the default here, for in-process tests) keeps

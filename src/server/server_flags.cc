@@ -45,6 +45,16 @@ ABSL_FLAG(absl::Duration, sweep_interval, absl::Minutes(1),
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight RPCs may take to finish");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
+// Performance (issue 9): transport tuning, see docs/performance.md.
+ABSL_FLAG(int, http2_max_frame_size, 64 << 10,
+          "grpc.http2.max_frame_size: largest HTTP/2 frame accepted "
+          "(16384..16777215); a 5,000-candidate request is ~40 KB");
+ABSL_FLAG(int, tcp_read_chunk_size, 64 << 10,
+          "grpc.experimental.tcp_read_chunk_size: bytes asked per read()");
+ABSL_FLAG(int, tcp_min_read_chunk_size, 16 << 10,
+          "grpc.experimental.tcp_min_read_chunk_size");
+ABSL_FLAG(int, tcp_max_read_chunk_size, 4 << 20,
+          "grpc.experimental.tcp_max_read_chunk_size");
 
 // --- Durability (issue 4) ---------------------------------------------------
 ABSL_FLAG(std::string, data_dir, "./data",
@@ -86,6 +96,9 @@ constexpr const char* kEnvFlags[] = {
     "max_exposures_per_request", "max_candidates_per_request",
     "max_future_skew", "max_receive_message_bytes", "sweep_interval",
     "shutdown_grace", "log_level",
+    // Performance (issue 9).
+    "http2_max_frame_size", "tcp_read_chunk_size", "tcp_min_read_chunk_size",
+    "tcp_max_read_chunk_size",
     // Durability (issue 4).
     "data_dir", "fsync", "fsync_interval", "snapshot_interval",
     "snapshot_wal_bytes", "strict_recovery",
@@ -152,6 +165,14 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (c.sweep_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--sweep_interval must be positive");
   }
+  // Performance (issue 9): transport tuning.
+  c.transport.http2_max_frame_size = absl::GetFlag(FLAGS_http2_max_frame_size);
+  c.transport.tcp_read_chunk_size = absl::GetFlag(FLAGS_tcp_read_chunk_size);
+  c.transport.tcp_min_read_chunk_size =
+      absl::GetFlag(FLAGS_tcp_min_read_chunk_size);
+  c.transport.tcp_max_read_chunk_size =
+      absl::GetFlag(FLAGS_tcp_max_read_chunk_size);
+  if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
   // Durability (issue 4).
   c.durability.data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<FsyncPolicy> fsync =

@@ -126,7 +126,11 @@ TEST(UserFilterTest, RecordingTwiceChangesNothing) {
   std::mt19937_64 rng(9);
   const std::vector<uint64_t> items = Hashes(rng, 500, false);
   UserFilter f;
-  EXPECT_EQ(f.Record(p, items, kNow), 500u);
+  // An item the filling slice already claims by a false positive (rate
+  // <= delta_s, ~0.3 expected among 500) is not counted as new.
+  const uint64_t first = f.Record(p, items, kNow);
+  EXPECT_LE(first, 500u);
+  EXPECT_GE(first, 497u);
   const size_t bytes = f.MemoryBytes();
   const uint64_t count = f.Stats(p, kNow).items;
   EXPECT_EQ(f.Record(p, items, kNow), 0u);

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# One command for the side-by-side performance table (docs/performance.md):
+# builds Release, starts the transport-ceiling server, the real server and a
+# redis-server on 127.0.0.1, runs the same workloads against each back to
+# back with exposure-filter-bench, stops them all and prints the table with
+# ratios. Bounded: ~12 runs of DURATION (+ WARMUP) plus one preload.
+#   bash bench/compare.sh                  # defaults below
+#   DURATION=20s USERS=1000 bash bench/compare.sh
+# Environment: DURATION (8s), WARMUP (2s), USERS (200), EXPOSURES (2000),
+# CANDIDATES (5000), THREADS (2), INFLIGHT (4), BUILD (build-release: any
+# Release build dir), OUT ($BUILD/compare).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-8s}
+WARMUP=${WARMUP:-2s}
+USERS=${USERS:-200}
+EXPOSURES=${EXPOSURES:-2000}
+CANDIDATES=${CANDIDATES:-5000}
+THREADS=${THREADS:-2}
+INFLIGHT=${INFLIGHT:-4}
+BUILD=${BUILD:-build-release}
+OUT=${OUT:-$BUILD/compare}
+CEILING_PORT=50161
+SERVER_PORT=50162
+REDIS_PORT=50163
+
+if ! command -v redis-server >/dev/null; then
+  echo "compare: installing redis-server"
+  if [[ $(id -u) -ne 0 ]]; then echo "compare: run as root" >&2; exit 1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server
+fi
+scripts/setup.sh "$BUILD" -DCMAKE_BUILD_TYPE=Release -DEF_BUILD_TESTS=OFF
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+wait_port() {
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "compare: nothing listening on 127.0.0.1:$1" >&2
+  exit 1
+}
+
+"$BUILD/bench/transport-ceiling-server" --listen="127.0.0.1:$CEILING_PORT" \
+  2>"$OUT/ceiling.log" &
+ceiling_pid=$!; pids+=("$ceiling_pid")
+# The real server runs with its default durability (write-ahead log, fsync
+# every second) in a fresh data directory under $OUT.
+rm -rf "$OUT/data"
+"$BUILD/src/server/exposure-filter-server" --listen="127.0.0.1:$SERVER_PORT" \
+  --data_dir="$OUT/data" --log_level=warn 2>"$OUT/server.log" &
+server_pid=$!; pids+=("$server_pid")
+redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
+  --protected-mode yes >"$OUT/redis.log" 2>&1 &
+redis_pid=$!; pids+=("$redis_pid")
+wait_port "$CEILING_PORT"; wait_port "$SERVER_PORT"; wait_port "$REDIS_PORT"
+
+bench() {  # bench <name> <port> <pid> [flags...]
+  local name=$1 port=$2 pid=$3; shift 3
+  echo "compare: $name" >&2
+  "$BUILD/bench/exposure-filter-bench" --json --name="$name" \
+    --target="127.0.0.1:$port" --server_pid="$pid" --users="$USERS" \
+    --exposures_per_user="$EXPOSURES" --candidates="$CANDIDATES" \
+    --threads="$THREADS" --inflight="$INFLIGHT" --duration="$DURATION" \
+    --warmup="$WARMUP" "$@" >"$OUT/$name.json"
+}
+
+# Preload once per backend: the real server keeps its users across runs.
+bench filter_mask.server "$SERVER_PORT" "$server_pid" --mix=filter
+bench filter_mask.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=filter --preload=false
+bench filter_ids.server "$SERVER_PORT" "$server_pid" --mix=filter --result_mode=kept_ids --preload=false
+bench filter_ids.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=filter --result_mode=kept_ids --preload=false
+bench pull.server "$SERVER_PORT" "$server_pid" --mix=get_filter --preload=false
+bench pull.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=get_filter --preload=false
+bench pull.redis "$REDIS_PORT" "$redis_pid" --backend=redis --mix=filter
+bench pull_cached.server "$SERVER_PORT" "$server_pid" --mix=get_filter_cached --preload=false
+bench pull_cached.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=get_filter_cached --preload=false
+bench record.server "$SERVER_PORT" "$server_pid" --mix=record --preload=false
+bench record.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=record --preload=false
+
+cleanup
+trap - EXIT
+python3 bench/compare_table.py "$OUT"

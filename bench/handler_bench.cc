@@ -1,0 +1,162 @@
+// Micro-benchmarks of the server's request path without the network: parse a
+// 5,000-candidate FilterRecalled request, run the handler (validation,
+// hashing, shard lookup, probes, response building), serialize the response.
+// Together with the transport-ceiling server this splits a request's cost
+// into transport, protobuf and filter (docs/performance.md).
+//   build/bench/handler_bench --benchmark_min_time=0.5
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "src/server/exposure_filter_handlers.h"
+#include "src/store/clock.h"
+#include "src/store/sharded_filter_store.h"
+#include "src/store/surface_registry.h"
+
+namespace exposure_filter {
+namespace {
+
+namespace v1 = exposure::v1;
+constexpr int64_t kDayMs = 86'400'000;
+constexpr int64_t kNowMs = 1795392000000LL;
+constexpr int kUsers = 1000;
+constexpr int kItemsPerUser = 2000;
+
+// A server core with kUsers users of kItemsPerUser exposures spread over the
+// 30-day window (7 live slices), as exposure-filter-bench preloads them.
+struct Core {
+  ManualClock clock{kNowMs};
+  std::unique_ptr<SurfaceRegistry> surfaces =
+      *SurfaceRegistry::Create(FilterPolicyOptions{}, {}, 8);
+  ShardedFilterStore store{64, &clock, surfaces.get()};
+  ExposureFilterHandlers handlers{surfaces.get(), &store, RequestLimits{}};
+
+  Core() {
+    for (int u = 0; u < kUsers; ++u) {
+      v1::RecordExposureRequest req;
+      req.set_surface("bench");
+      for (int g = 6; g >= 0; --g) {  // oldest first, as a stream
+        v1::Exposure* e = req.add_exposures();
+        e->set_user_id("u" + std::to_string(u));
+        e->set_event_time_ms(kNowMs - g * 4 * kDayMs - 1000);
+        for (int j = g; j < kItemsPerUser; j += 7) {
+          e->add_item_ids((uint64_t{1} + u) << 32 | j);
+        }
+      }
+      v1::RecordExposureResponse resp;
+      (void)handlers.RecordExposure(req, &resp);
+    }
+  }
+};
+
+Core& SharedCore() {
+  static Core* core = new Core();
+  return *core;
+}
+
+v1::FilterRecalledRequest Request(int u, v1::ResultMode mode, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  v1::FilterRecalledRequest req;
+  req.set_surface("bench");
+  req.set_user_id("u" + std::to_string(u));
+  req.set_mode(mode);
+  for (int i = 0; i < 5000; ++i) {
+    req.add_candidate_ids(
+        i % 2 ? ((uint64_t{1} + u) << 32 | (rng() % kItemsPerUser))
+              : ((uint64_t{1} + u) << 32 | 0x80000000u | (rng() & 0x7fffffff)));
+  }
+  return req;
+}
+
+void BM_FilterRecalledParse(benchmark::State& state) {
+  const std::string wire = Request(1, v1::KEEP_MASK, 1).SerializeAsString();
+  v1::FilterRecalledRequest req;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(req.ParseFromString(wire));
+  }
+  state.SetBytesProcessed(state.iterations() * wire.size());
+}
+BENCHMARK(BM_FilterRecalledParse);
+
+// range(0): 1 = KEEP_MASK, 0 = KEPT_IDS.
+void BM_FilterRecalledHandler(benchmark::State& state) {
+  Core& core = SharedCore();
+  const v1::ResultMode mode = state.range(0) ? v1::KEEP_MASK : v1::KEPT_IDS;
+  std::vector<v1::FilterRecalledRequest> reqs;
+  for (int u = 0; u < 64; ++u)
+    reqs.push_back(Request(u * 13 % kUsers, mode, u));
+  size_t i = 0;
+  for (auto _ : state) {
+    v1::FilterRecalledResponse resp;
+    benchmark::DoNotOptimize(
+        core.handlers.FilterRecalled(reqs[i++ % reqs.size()], &resp));
+  }
+  state.SetItemsProcessed(state.iterations() * 5000);
+  state.SetLabel(mode == v1::KEEP_MASK ? "KEEP_MASK" : "KEPT_IDS");
+}
+BENCHMARK(BM_FilterRecalledHandler)->Arg(1)->Arg(0);
+
+void BM_FilterRecalledResponseSerialize(benchmark::State& state) {
+  Core& core = SharedCore();
+  const v1::ResultMode mode = state.range(0) ? v1::KEEP_MASK : v1::KEPT_IDS;
+  v1::FilterRecalledResponse resp;
+  (void)core.handlers.FilterRecalled(Request(3, mode, 3), &resp);
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    benchmark::DoNotOptimize(resp.SerializeToString(&out));
+  }
+  state.SetBytesProcessed(state.iterations() * out.size());
+}
+BENCHMARK(BM_FilterRecalledResponseSerialize)->Arg(1)->Arg(0);
+
+// RecordExposure of 50 users x 20 items (the batched write).
+void BM_RecordExposureHandler(benchmark::State& state) {
+  Core& core = SharedCore();
+  std::mt19937_64 rng(5);
+  std::vector<v1::RecordExposureRequest> reqs(16);
+  for (auto& req : reqs) {
+    req.set_surface("bench");
+    for (int u = 0; u < 50; ++u) {
+      v1::Exposure* e = req.add_exposures();
+      e->set_user_id("w" + std::to_string(rng() % 20000));
+      for (int j = 0; j < 20; ++j) e->add_item_ids(rng());
+    }
+  }
+  size_t i = 0;
+  for (auto _ : state) {
+    v1::RecordExposureResponse resp;
+    benchmark::DoNotOptimize(
+        core.handlers.RecordExposure(reqs[i++ % reqs.size()], &resp));
+  }
+  state.SetItemsProcessed(state.iterations() * 1000);
+}
+BENCHMARK(BM_RecordExposureHandler);
+
+void BM_GetFilterHandler(benchmark::State& state) {
+  Core& core = SharedCore();
+  v1::GetFilterRequest req;
+  req.set_surface("bench");
+  req.set_user_id("u7");
+  if (state.range(0)) {
+    v1::GetFilterResponse first;
+    (void)core.handlers.GetFilter(req, &first);
+    req.set_if_version(first.version());
+  }
+  size_t bytes = 0;
+  for (auto _ : state) {
+    v1::GetFilterResponse resp;
+    benchmark::DoNotOptimize(core.handlers.GetFilter(req, &resp));
+    bytes = resp.filter().size();
+  }
+  state.counters["filter_bytes"] = static_cast<double>(bytes);
+  state.SetLabel(state.range(0) ? "if_version (not modified)" : "full");
+}
+BENCHMARK(BM_GetFilterHandler)->Arg(0)->Arg(1);
+
+}  // namespace
+}  // namespace exposure_filter
+
+BENCHMARK_MAIN();

@@ -1,0 +1,65 @@
+// The Redis baseline of the seed-004 design (shared/seeds/004_*.txt): each
+// user is a Redis list of up to 5 serialized Bloom blocks of 1,000 items at
+// 0.1% false positives, newest first; a recall server fetches the list with
+// LRANGE and tests candidates client-side.
+//
+// A block is a classical Bloom filter: m = ceil(n ln(1/p) / ln^2 2) = 14,378
+// bits for n = 1,000, p = 0.001, rounded up to whole bytes (1,798 B), with
+// k = round(m/n ln 2) = 10 probes by Kirsch-Mitzenmacher double hashing of the
+// item's XXH3-64 (h1 = low 32 bits, h2 = high 32 bits | 1).
+#ifndef EXPOSURE_FILTER_BENCH_LOADGEN_REDIS_BLOCK_LIST_H_
+#define EXPOSURE_FILTER_BENCH_LOADGEN_REDIS_BLOCK_LIST_H_
+
+#include <hiredis/hiredis.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace exposure_filter::bench {
+
+inline constexpr uint32_t kRedisBlockItems = 1000;
+inline constexpr int kRedisMaxBlocks = 5;
+
+class RedisBloomBlock {
+ public:
+  static constexpr uint32_t kBits = 14378;
+  static constexpr int kProbes = 10;
+  static constexpr size_t kBytes = (kBits + 7) / 8;
+
+  RedisBloomBlock() : bits_(kBytes, '\0') {}
+  void Add(uint64_t item_hash);
+  // `block` is a serialized block (kBytes bytes).
+  static bool MayContain(const char* block, uint64_t item_hash);
+  const std::string& bytes() const { return bits_; }
+
+ private:
+  std::string bits_;
+};
+
+// Blocks for a user shown `ids` (oldest first): 1,000 per block, the newest
+// kRedisMaxBlocks kept, newest first (the LPUSH + LTRIM order).
+std::vector<std::string> BuildBlockList(absl::Span<const uint64_t> ids);
+
+// One connection to a Redis server on loopback.
+class RedisBlockListClient {
+ public:
+  ~RedisBlockListClient();
+  absl::Status Connect(const std::string& host, int port);
+  // Replaces the user's list (DEL + RPUSH, pipelined).
+  absl::Status Store(const std::string& user,
+                     const std::vector<std::string>& blocks);
+  // LRANGE user 0 4, then keep[i] = 0 for each candidate a block may contain.
+  absl::Status Filter(const std::string& user, absl::Span<const uint64_t> ids,
+                      uint8_t* keep, std::vector<uint64_t>* scratch);
+
+ private:
+  redisContext* ctx_ = nullptr;
+};
+
+}  // namespace exposure_filter::bench
+
+#endif  // EXPOSURE_FILTER_BENCH_LOADGEN_REDIS_BLOCK_LIST_H_

@@ -1,0 +1,179 @@
+#include "src/filter/probe_kernel.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "exposure_filter/bloom_probe.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define EF_HAVE_X86 1
+#else
+#define EF_HAVE_X86 0
+#endif
+
+namespace exposure_filter {
+namespace {
+
+// How far ahead the loop prefetches: a DRAM miss (~100 ns) spans a few dozen
+// candidates at ~2 ns each, but the block index must be computed for each, so
+// 8..16 is the sweet spot measured in bench/filter_bench.cc.
+constexpr size_t kPrefetchDistance = 12;
+
+inline const uint64_t* BlockOf(const SegmentRef& seg, uint64_t h) {
+  return seg.words + size_t{BlockIndex(h, seg.num_blocks)} * kBlockWords;
+}
+
+}  // namespace
+
+void RemoveContainedPortable(SegmentRef seg, const uint64_t* hashes, size_t n,
+                             uint8_t* keep) {
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchDistance < n) {
+      __builtin_prefetch(BlockOf(seg, hashes[i + kPrefetchDistance]));
+    }
+    if (keep[i] && BlockMayContain(BlockOf(seg, hashes[i]), hashes[i], seg.k)) {
+      keep[i] = 0;
+    }
+  }
+}
+
+#if EF_HAVE_X86
+
+namespace {
+
+// kProbeMultiplier^i mod 2^32 for i = 0..15: probe i of bloom_probe.h's
+// ForEachProbe is the top 9 bits of lo32(hash) * M^i, so all probes of a
+// candidate are one broadcast and two vector multiplies, not a dependent
+// chain of k scalar multiplies.
+struct ProbePowers {
+  alignas(32) uint32_t v[kMaxProbes];
+  alignas(32) int32_t lane_enabled[9][8];
+  constexpr ProbePowers() : v(), lane_enabled() {
+    uint32_t p = 1;
+    for (int i = 0; i < kMaxProbes; ++i) {
+      v[i] = p;
+      p *= kProbeMultiplier;
+    }
+    // Row r enables lanes 0..r-1: the first group of 8 probes uses row
+    // min(k, 8), the second (probes 8..15) row k - 8.
+    for (int k = 0; k <= 8; ++k) {
+      for (int lane = 0; lane < 8; ++lane) {
+        lane_enabled[k][lane] = lane < k ? -1 : 0;
+      }
+    }
+  }
+};
+constexpr ProbePowers kPowers;
+
+// The 8 probe bits h*powers (lanes where `enabled` is set) are all present in
+// the 512-bit block held in lo (words 0..7 as 32-bit lanes) and hi (8..15).
+// Bit b of the block is bit (b & 31) of 32-bit word (b >> 5) on the
+// little-endian layout, the same bit bloom_probe.h addresses as bit (b & 63)
+// of 64-bit word (b >> 6).
+__attribute__((target("avx2"))) inline bool ProbesInBlock(__m256i lo,
+                                                          __m256i hi, __m256i h,
+                                                          __m256i powers,
+                                                          __m256i enabled) {
+  const __m256i bit = _mm256_srli_epi32(_mm256_mullo_epi32(h, powers), 23);
+  const __m256i word = _mm256_srli_epi32(bit, 5);  // 0..15
+  // vpermd reads the low 3 bits of each index: pick the word from both halves
+  // and blend on bit 3 (moved to the sign bit that blendv tests).
+  const __m256 from_lo =
+      _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(lo, word));
+  const __m256 from_hi =
+      _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(hi, word));
+  const __m256i words = _mm256_castps_si256(_mm256_blendv_ps(
+      from_lo, from_hi, _mm256_castsi256_ps(_mm256_slli_epi32(word, 28))));
+  const __m256i mask = _mm256_and_si256(
+      _mm256_sllv_epi32(_mm256_set1_epi32(1),
+                        _mm256_and_si256(bit, _mm256_set1_epi32(31))),
+      enabled);
+  // testc: (~words & mask) == 0, i.e. every probed bit is set.
+  return _mm256_testc_si256(words, mask);
+}
+
+}  // namespace
+
+__attribute__((target("avx2"))) void RemoveContainedAvx2(SegmentRef seg,
+                                                         const uint64_t* hashes,
+                                                         size_t n,
+                                                         uint8_t* keep) {
+  const int k = seg.k;
+  const __m256i powers_lo =
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(kPowers.v));
+  const __m256i powers_hi =
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(kPowers.v + 8));
+  const __m256i enabled_lo = _mm256_load_si256(
+      reinterpret_cast<const __m256i*>(kPowers.lane_enabled[k < 8 ? k : 8]));
+  const __m256i enabled_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(
+      kPowers.lane_enabled[k > 8 ? k - 8 : 0]));
+  const bool two_groups = k > 8;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchDistance < n) {
+      _mm_prefetch(reinterpret_cast<const char*>(
+                       BlockOf(seg, hashes[i + kPrefetchDistance])),
+                   _MM_HINT_T0);
+    }
+    if (!keep[i]) continue;
+    const uint64_t hash = hashes[i];
+    const __m256i* block = reinterpret_cast<const __m256i*>(BlockOf(seg, hash));
+    const __m256i lo = _mm256_loadu_si256(block);
+    const __m256i hi = _mm256_loadu_si256(block + 1);
+    const __m256i h = _mm256_set1_epi32(static_cast<int32_t>(hash));
+    bool all = ProbesInBlock(lo, hi, h, powers_lo, enabled_lo);
+    if (two_groups && all)
+      all = ProbesInBlock(lo, hi, h, powers_hi, enabled_hi);
+    if (all) keep[i] = 0;
+  }
+}
+
+bool Avx2Supported() { return __builtin_cpu_supports("avx2"); }
+
+#else  // !EF_HAVE_X86
+
+void RemoveContainedAvx2(SegmentRef seg, const uint64_t* hashes, size_t n,
+                         uint8_t* keep) {
+  RemoveContainedPortable(seg, hashes, n, keep);
+}
+
+bool Avx2Supported() { return false; }
+
+#endif  // EF_HAVE_X86
+
+namespace {
+
+ProbeKernelKind ChooseKernel() {
+  const char* forced = std::getenv("EXPOSURE_FILTER_PROBE_KERNEL");
+  if (forced != nullptr && std::strcmp(forced, "portable") == 0) {
+    return ProbeKernelKind::kPortable;
+  }
+  return Avx2Supported() ? ProbeKernelKind::kAvx2 : ProbeKernelKind::kPortable;
+}
+
+// Chosen once (thread-safe static init); every call after is an indirect
+// call through a constant pointer.
+RemoveContainedFn ActiveFn() {
+  static const RemoveContainedFn fn = ChooseKernel() == ProbeKernelKind::kAvx2
+                                          ? &RemoveContainedAvx2
+                                          : &RemoveContainedPortable;
+  return fn;
+}
+
+}  // namespace
+
+ProbeKernelKind ActiveProbeKernel() {
+  return ActiveFn() == &RemoveContainedAvx2 ? ProbeKernelKind::kAvx2
+                                            : ProbeKernelKind::kPortable;
+}
+
+const char* ProbeKernelName(ProbeKernelKind kind) {
+  return kind == ProbeKernelKind::kAvx2 ? "avx2" : "portable";
+}
+
+void RemoveContained(SegmentRef seg, const uint64_t* hashes, size_t n,
+                     uint8_t* keep) {
+  ActiveFn()(seg, hashes, n, keep);
+}
+
+}  // namespace exposure_filter

@@ -1,0 +1,53 @@
+// ProbeKernel: the batch membership check of one Bloom segment, the inner
+// loop of FilterRecalled and of a pulled filter's local check.
+//
+// Two implementations compute the same bits as bloom_probe.h (the format's
+// single definition): a portable scalar loop and an AVX2 one that derives all
+// probes of a candidate at once. The AVX2 kernel is compiled with a function
+// target attribute, so the binary runs on any x86-64 and picks it at startup
+// only if the CPU has AVX2 (`__builtin_cpu_supports`); other architectures
+// use the portable kernel. Both are tested to give identical results
+// (tests/filter/probe_kernel_test.cc).
+#ifndef EXPOSURE_FILTER_SRC_FILTER_PROBE_KERNEL_H_
+#define EXPOSURE_FILTER_SRC_FILTER_PROBE_KERNEL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace exposure_filter {
+
+// A segment as the kernel sees it: `num_blocks` 64-byte-aligned blocks of 8
+// little-endian words.
+struct SegmentRef {
+  const uint64_t* words = nullptr;
+  uint32_t num_blocks = 0;
+  int k = 0;
+};
+
+// Clears keep[i] for each hashes[i] the segment may contain; entries already
+// 0 are skipped (no probe, no cache miss). Prefetches the blocks of the
+// candidates a few positions ahead so their misses overlap.
+using RemoveContainedFn = void (*)(SegmentRef seg, const uint64_t* hashes,
+                                   size_t n, uint8_t* keep);
+
+enum class ProbeKernelKind { kPortable, kAvx2 };
+
+void RemoveContainedPortable(SegmentRef seg, const uint64_t* hashes, size_t n,
+                             uint8_t* keep);
+// Only call when Avx2Supported().
+void RemoveContainedAvx2(SegmentRef seg, const uint64_t* hashes, size_t n,
+                         uint8_t* keep);
+bool Avx2Supported();
+
+// The kernel chosen for this CPU (AVX2 when available, unless the environment
+// variable EXPOSURE_FILTER_PROBE_KERNEL=portable forces the portable one).
+ProbeKernelKind ActiveProbeKernel();
+const char* ProbeKernelName(ProbeKernelKind kind);
+
+// Dispatches to the active kernel.
+void RemoveContained(SegmentRef seg, const uint64_t* hashes, size_t n,
+                     uint8_t* keep);
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_FILTER_PROBE_KERNEL_H_
