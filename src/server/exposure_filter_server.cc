@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
 #include "src/server/log_rate_limiter.h"
+#include "src/server/tls_credentials.h"
 
 namespace exposure_filter {
 namespace {
@@ -61,6 +62,10 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shards must be a power of two in [1, 65536], got ", config.shards));
   }
+  // Bad TLS files are a startup error naming the flag, before any state.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFor(config.tls);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<ExposureFilterServer> s(new ExposureFilterServer(config));
   absl::StatusOr<std::unique_ptr<SurfaceRegistry>> surfaces =
       SurfaceRegistry::Create(config.default_policy, config.surface_overrides,
@@ -110,8 +115,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.listen_address,
-                           grpc::InsecureServerCredentials(), &s->port_);
+  builder.AddListeningPort(config.listen_address, *credentials, &s->port_);
   builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
   // gRPC sets SO_REUSEPORT by default, which would let a second instance bind
   // the same port and silently split traffic between two independent sets of

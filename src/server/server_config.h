@@ -48,6 +48,19 @@ struct KeepaliveOptions {
   absl::Duration max_connection_age_grace = absl::InfiniteDuration();
 };
 
+// Transport security of the serving port (issue 10: TLS/mTLS). Empty
+// cert_file means plaintext, the quick-start default on localhost.
+struct TlsOptions {
+  std::string cert_file;       // PEM server certificate chain
+  std::string key_file;        // PEM private key of the first certificate
+  std::string client_ca_file;  // PEM CA bundle; non-empty turns on mTLS
+  // With client_ca_file: refuse clients without a certificate (true), or
+  // only verify the ones that present one (false).
+  bool require_client_cert = true;
+
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct ServerConfig {
   std::string listen_address = "localhost:50051";
   int shards = 64;
@@ -58,6 +71,8 @@ struct ServerConfig {
   int max_receive_message_bytes = 64 << 20;
   absl::Duration sweep_interval = absl::Minutes(1);
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // Issue 10 (TLS/mTLS): transport security of the serving port.
+  TlsOptions tls;
   // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
   TransportTuning transport;
   // Traced users (issue 6): traced from startup, and the bounds.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/server/tls_credentials.h"
 #include "src/store/surface_registry.h"
 
 ABSL_FLAG(std::string, listen, "localhost:50051",
@@ -111,6 +112,18 @@ ABSL_FLAG(int64_t, snapshot_wal_bytes, int64_t{256} << 20,
 ABSL_FLAG(bool, strict_recovery, false,
           "refuse to start when the data_dir holds a corrupt snapshot or log "
           "record (default: start from the last good state, log an error)");
+// --- Issue 10: TLS / mutual TLS on the serving port -------------------------
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the serving port (server certificate "
+          "first); turns TLS on. Empty: plaintext");
+ABSL_FLAG(std::string, tls_key, "",
+          "PEM private key (unencrypted) of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle that client certificates must chain to; turns on "
+          "mutual TLS (needs --tls_cert)");
+ABSL_FLAG(bool, tls_require_client_cert, true,
+          "with --tls_client_ca: refuse clients that present no certificate "
+          "(false: verify a certificate only if one is presented)");
 
 namespace exposure_filter {
 namespace {
@@ -133,7 +146,9 @@ constexpr const char* kEnvFlags[] = {
     "trace_users", "trace_max_users", "trace_max_entries_per_user",
     // Durability (issue 4).
     "data_dir", "fsync", "fsync_interval", "snapshot_interval",
-    "snapshot_wal_bytes", "strict_recovery"};
+    "snapshot_wal_bytes", "strict_recovery",
+    // Issue 10: TLS / mutual TLS.
+    "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -288,6 +303,19 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   }
   c.durability.snapshot_wal_bytes = static_cast<uint64_t>(wal_bytes);
   c.durability.strict_recovery = absl::GetFlag(FLAGS_strict_recovery);
+  // Issue 10: TLS / mutual TLS. The files are read and checked at Start().
+  c.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  c.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  c.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  c.tls.require_client_cert = absl::GetFlag(FLAGS_tls_require_client_cert);
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key must be given together");
+  }
+  if (!c.tls.client_ca_file.empty() && !c.tls.enabled()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca (mutual TLS) needs --tls_cert and --tls_key");
+  }
   return c;
 }
 
@@ -311,7 +339,8 @@ std::string ServerConfig::Summary() const {
       "keepalive_time=%s keepalive_timeout=%s "
       "keepalive_min_client_ping_interval=%s max_connection_idle=%s "
       "max_connection_age=%s "
-      "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d",
+      "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d "
+      "tls=%s",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -328,7 +357,8 @@ std::string ServerConfig::Summary() const {
       absl::FormatDuration(keepalive.min_client_ping_interval),
       absl::FormatDuration(keepalive.max_connection_idle),
       absl::FormatDuration(keepalive.max_connection_age), trace_users.size(),
-      trace_limits.max_users, trace_limits.max_entries_per_user);
+      trace_limits.max_users, trace_limits.max_entries_per_user,
+      TlsModeName(tls));
 }
 
 }  // namespace exposure_filter

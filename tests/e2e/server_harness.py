@@ -52,7 +52,8 @@ class ServerProcess:
     """One exposure-filter-server process. Use as a context manager, or call
     start() and always stop()/kill() in a finally/tearDown."""
 
-    def __init__(self, *flags, env=None, data_dir=None):
+    def __init__(self, *flags, env=None, data_dir=None,
+                 channel_credentials=None):
         self.flags = list(flags)
         self._own_data_dir = None
         if not any(f.startswith("--data_dir") for f in self.flags):
@@ -61,6 +62,9 @@ class ServerProcess:
                 data_dir = self._own_data_dir
             self.flags.append("--data_dir=" + data_dir)
         self.data_dir = data_dir
+        # grpc.ChannelCredentials for a TLS server (the readiness probe must
+        # speak TLS too); None: plaintext.
+        self.channel_credentials = channel_credentials
         self.env = server_env(env)
         self.port = None
         self.address = None
@@ -111,7 +115,7 @@ class ServerProcess:
             # A fresh channel per attempt: a channel whose first connection
             # was refused sits in reconnect backoff, which the Python client
             # may only notice seconds later.
-            with grpc.insecure_channel(self.address) as channel:
+            with self.channel() as channel:
                 check = channel.unary_unary(HEALTH_CHECK,
                                             request_serializer=lambda b: b,
                                             response_deserializer=lambda b: b)
@@ -125,6 +129,14 @@ class ServerProcess:
             time.sleep(0.05)
         raise RuntimeError("server not SERVING within %.0fs (%s):\n%s"
                            % (timeout, last_error, self.log()))
+
+    def channel(self, credentials=None, options=None):
+        """A new channel to the server: with `credentials`, else the ones
+        given at construction, else plaintext."""
+        creds = credentials or self.channel_credentials
+        if creds is None:
+            return grpc.insecure_channel(self.address, options=options)
+        return grpc.secure_channel(self.address, creds, options=options)
 
     def signal(self, sig):
         self.proc.send_signal(sig)

@@ -1,0 +1,279 @@
+// Validates Kubernetes objects (the output of `kubectl kustomize deploy/`)
+// against the Kubernetes API schema, as the API server would on apply:
+//
+//  1. Schema: each object goes through the validator that kubernetes-models
+//     generates from the Kubernetes OpenAPI spec (types, required fields,
+//     enums, formats); the Prometheus Operator kinds through
+//     @kubernetes-models/prometheus-operator. An apiVersion/kind with no
+//     schema is an error.
+//  2. Unknown fields: those generated validators accept extra properties,
+//     but the API server (strict field validation) and a reviewer should not:
+//     `imagePullPolcy: Always` would silently do nothing. Every object is
+//     wrapped in Proxies that record which properties the validator looked
+//     up; the validator reads every property its schema declares, and
+//     enumerates maps (labels, ConfigMap data), so a property it never read
+//     is not in the schema: reported with its path.
+//  3. References the API server checks at apply time or that would leave
+//     the workload broken: the StatefulSet selector matches its pod labels,
+//     its serviceName is a headless Service, Services, the PDB and the
+//     ServiceMonitor select something, envFrom ConfigMaps exist, probes use
+//     declared ports.
+//
+// Usage: node validate.mjs RENDERED.yaml            validate, exit 1 on errors
+//        node validate.mjs --self-test RENDERED.yaml  also prove that typical
+//                                                     mistakes are rejected
+import { readFileSync } from "node:fs";
+import { parseAllDocuments } from "yaml";
+
+const PROMETHEUS_OPERATOR = "@kubernetes-models/prometheus-operator";
+
+// kubernetes-models lays out one module per kind: <group>/<version>/<Kind>,
+// with the core group as plain <version>.
+function modulePath(apiVersion, kind) {
+  if (apiVersion.startsWith("monitoring.coreos.com/")) {
+    return `${PROMETHEUS_OPERATOR}/${apiVersion}/${kind}`;
+  }
+  return `kubernetes-models/${apiVersion}/${kind}`;
+}
+
+async function modelFor(apiVersion, kind) {
+  if (typeof apiVersion !== "string" || typeof kind !== "string") {
+    throw new Error("apiVersion and kind must be strings");
+  }
+  let mod;
+  try {
+    mod = await import(modulePath(apiVersion, kind));
+  } catch {
+    throw new Error(`no Kubernetes schema for ${apiVersion} ${kind}`);
+  }
+  const model = mod[kind];
+  if (!model) throw new Error(`no Kubernetes schema for ${apiVersion} ${kind}`);
+  return model;
+}
+
+// Wraps `value` (recursively) so every object node records the property
+// names read through it and whether its keys were enumerated.
+function track(value, path, nodes) {
+  if (value === null || typeof value !== "object") return value;
+  const node = { path, value, read: new Set(), enumerated: false };
+  nodes.push(node);
+  const copy = Array.isArray(value) ? [] : {};
+  for (const [k, v] of Object.entries(value)) {
+    copy[k] = track(v, `${path}/${k}`, nodes);
+  }
+  return new Proxy(copy, {
+    get(target, key, receiver) {
+      if (typeof key === "string") node.read.add(key);
+      return Reflect.get(target, key, receiver);
+    },
+    has(target, key) {
+      if (typeof key === "string") node.read.add(key);
+      return Reflect.has(target, key);
+    },
+    ownKeys(target) {
+      node.enumerated = true;
+      return Reflect.ownKeys(target);
+    },
+  });
+}
+
+async function schemaErrors(obj) {
+  let model;
+  try {
+    model = await modelFor(obj.apiVersion, obj.kind);
+  } catch (e) {
+    return [e.message];
+  }
+  const nodes = [];
+  const tracked = track(obj, "", nodes);
+  const errors = [];
+  try {
+    // The model's validate() runs the generated schema validator on `this`;
+    // call it on the tracked copy (constructing a model would deep-copy).
+    model.prototype.validate.call(tracked);
+  } catch (e) {
+    errors.push(`schema: ${e.message}`);
+  }
+  for (const n of nodes) {
+    if (Array.isArray(n.value) || n.enumerated) continue;
+    for (const key of Object.keys(n.value)) {
+      if (!n.read.has(key)) errors.push(`unknown field ${n.path}/${key}`);
+    }
+  }
+  return errors;
+}
+
+function matches(selector, labels) {
+  if (!selector || Object.keys(selector).length === 0) return false;
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+}
+
+function podTemplates(objects) {
+  return objects
+    .filter((o) => ["StatefulSet", "Deployment", "DaemonSet"].includes(o.kind))
+    .map((o) => ({ owner: o, labels: o.spec?.template?.metadata?.labels }));
+}
+
+function referenceErrors(objects) {
+  const errors = [];
+  const byKind = (kind) => objects.filter((o) => o.kind === kind);
+  const pods = podTemplates(objects);
+  const configMaps = new Set(byKind("ConfigMap").map((o) => o.metadata?.name));
+  const services = byKind("Service");
+  const selectsPods = (sel) => pods.some((p) => matches(sel, p.labels));
+
+  for (const sts of byKind("StatefulSet")) {
+    const name = `StatefulSet ${sts.metadata?.name}`;
+    const labels = sts.spec?.template?.metadata?.labels;
+    if (!matches(sts.spec?.selector?.matchLabels, labels)) {
+      errors.push(`${name}: spec.selector does not match the pod labels`);
+    }
+    const headless = services.find((s) => s.metadata?.name === sts.spec?.serviceName);
+    if (!headless || headless.spec?.clusterIP !== "None") {
+      errors.push(`${name}: serviceName ${sts.spec?.serviceName} is not a headless Service here`);
+    }
+    const claims = new Set((sts.spec?.volumeClaimTemplates ?? []).map((c) => c.metadata?.name));
+    const volumes = new Set((sts.spec?.template?.spec?.volumes ?? []).map((v) => v.name));
+    for (const c of sts.spec?.template?.spec?.containers ?? []) {
+      const ports = new Map((c.ports ?? []).map((p) => [p.name, p.containerPort]));
+      const portNumbers = new Set(ports.values());
+      for (const ref of c.envFrom ?? []) {
+        const cm = ref.configMapRef?.name;
+        if (cm && !configMaps.has(cm)) errors.push(`${name}: envFrom ConfigMap ${cm} is not defined`);
+      }
+      for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"]) {
+        const port = c[probe]?.grpc?.port;
+        if (port !== undefined && !portNumbers.has(port)) {
+          errors.push(`${name}: ${probe} port ${port} is not a container port`);
+        }
+      }
+      for (const m of c.volumeMounts ?? []) {
+        if (!claims.has(m.name) && !volumes.has(m.name)) {
+          errors.push(`${name}: volumeMount ${m.name} has no volume or claim`);
+        }
+      }
+    }
+  }
+  for (const svc of services) {
+    if (!selectsPods(svc.spec?.selector)) {
+      errors.push(`Service ${svc.metadata?.name}: selector matches no pod template`);
+    }
+  }
+  for (const pdb of byKind("PodDisruptionBudget")) {
+    if (!selectsPods(pdb.spec?.selector?.matchLabels)) {
+      errors.push(`PodDisruptionBudget ${pdb.metadata?.name}: selector matches no pod template`);
+    }
+  }
+  for (const sm of byKind("ServiceMonitor")) {
+    const targets = services.filter((s) => matches(sm.spec?.selector?.matchLabels, s.metadata?.labels));
+    if (targets.length === 0) {
+      errors.push(`ServiceMonitor ${sm.metadata?.name}: selector matches no Service`);
+    }
+    for (const ep of sm.spec?.endpoints ?? []) {
+      if (!targets.some((s) => (s.spec?.ports ?? []).some((p) => p.name === ep.port))) {
+        errors.push(`ServiceMonitor ${sm.metadata?.name}: no selected Service has port ${ep.port}`);
+      }
+    }
+  }
+  return errors;
+}
+
+async function validate(objects) {
+  const errors = [];
+  for (const obj of objects) {
+    const id = `${obj?.kind ?? "?"} ${obj?.metadata?.name ?? "?"}`;
+    for (const e of await schemaErrors(obj)) errors.push(`${id}: ${e}`);
+  }
+  errors.push(...referenceErrors(objects));
+  return errors;
+}
+
+function load(file) {
+  const docs = parseAllDocuments(readFileSync(file, "utf8"));
+  const objects = [];
+  for (const doc of docs) {
+    if (doc.errors.length) throw new Error(`${file}: ${doc.errors[0].message}`);
+    const obj = doc.toJS();
+    if (obj !== null) objects.push(obj);
+  }
+  return objects;
+}
+
+// Typical mistakes; each must make validate() report an error, or this
+// validator would be one that cannot fail.
+const MISTAKES = [
+  ["misspelled container field", (objs) => {
+    find(objs, "StatefulSet").spec.template.spec.containers[0].imagePullPolcy = "Always";
+  }],
+  ["misspelled probe field", (objs) => {
+    find(objs, "StatefulSet").spec.template.spec.containers[0].readinessProbe.grpc.prot = 50051;
+  }],
+  ["replicas as a string", (objs) => {
+    find(objs, "StatefulSet").spec.replicas = "1";
+  }],
+  ["invalid enum value", (objs) => {
+    find(objs, "StatefulSet").spec.podManagementPolicy = "AllAtOnce";
+  }],
+  ["missing required field", (objs) => {
+    delete find(objs, "StatefulSet").spec.selector;
+  }],
+  ["unknown kind", (objs) => {
+    find(objs, "PodDisruptionBudget").kind = "PodDisruptionBudgets";
+  }],
+  ["misspelled Service field", (objs) => {
+    find(objs, "Service").spec.clusterIp = "None";
+  }],
+  ["misspelled alert rule field", (objs) => {
+    const rule = find(objs, "PrometheusRule").spec.groups[0].rules[0];
+    rule.expresion = rule.expr;
+  }],
+  ["selector that matches no pod", (objs) => {
+    find(objs, "Service").spec.selector = { "app.kubernetes.io/component": "nothing" };
+  }],
+  ["envFrom ConfigMap that does not exist", (objs) => {
+    find(objs, "StatefulSet").spec.template.spec.containers[0].envFrom[0].configMapRef.name = "missing";
+  }],
+];
+
+function find(objects, kind) {
+  const o = objects.find((x) => x.kind === kind);
+  if (!o) throw new Error(`self-test: no ${kind} in the rendered output`);
+  return o;
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const selfTest = args[0] === "--self-test";
+  const file = selfTest ? args[1] : args[0];
+  if (!file) {
+    console.error("usage: node validate.mjs [--self-test] RENDERED.yaml");
+    process.exit(2);
+  }
+  const objects = load(file);
+  if (objects.length === 0) {
+    console.error(`${file}: no objects`);
+    process.exit(1);
+  }
+  const errors = await validate(objects);
+  for (const e of errors) console.error(`FAIL ${e}`);
+  for (const o of objects) console.log(`checked ${o.apiVersion} ${o.kind} ${o.metadata?.name}`);
+  let failed = errors.length;
+  if (selfTest) {
+    for (const [what, mutate] of MISTAKES) {
+      const copy = structuredClone(objects);
+      mutate(copy);
+      const found = await validate(copy);
+      if (found.length === 0) {
+        console.error(`FAIL self-test: ${what} was not rejected`);
+        failed++;
+      } else {
+        console.log(`self-test: ${what} rejected (${found[0]})`);
+      }
+    }
+  }
+  const checks = objects.length + (selfTest ? MISTAKES.length : 0);
+  console.log(`deploy validation: ${checks} checks, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
+
+await main();
