@@ -76,11 +76,6 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                                                    s->surfaces_.get());
   s->store_->SetMemoryLimit(config.memory_limit_bytes);
   s->trace_log_ = std::make_unique<TraceLog>(config.trace_limits);
-  if (!config.trace_users.empty()) {
-    absl::StatusOr<size_t> traced =
-        s->trace_log_->Add(config.trace_users, clock->NowMs());
-    if (!traced.ok()) return traced.status();
-  }
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
       s->surfaces_.get(), s->store_.get(), config.limits, s->trace_log_.get());
   const bool durable = !config.durability.data_dir.empty();
@@ -92,6 +87,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                               s->store_.get());
     if (!durability.ok()) return durability.status();
     s->durability_ = *std::move(durability);
+    s->durability_->AttachTraceLog(s->trace_log_.get());
     s->handlers_->SetAvailable(false);
   }
   s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get());
@@ -135,7 +131,8 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
         absl::StrCat("cannot listen on ", config.listen_address,
                      " (address in use or invalid?)"));
   }
-  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface* health =
+      s->server_->GetHealthCheckService();
   if (durable) {
     // Serve health (NOT_SERVING) and UNAVAILABLE while the store loads, so
     // probes and clients see "starting" instead of connection refused.
@@ -162,8 +159,20 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     }
     s->recovery_ = *std::move(report);
     s->handlers_->AttachDurability(s->durability_.get());
-    s->handlers_->SetAvailable(true);
   }
+  // After recovery, which replaces the trace with the one saved: users
+  // restored keep their traced_since, new ones from the flag are logged.
+  if (!config.trace_users.empty()) {
+    absl::StatusOr<size_t> traced =
+        s->trace_log_->Add(config.trace_users, clock->NowMs());
+    if (!traced.ok()) {
+      // Restored users count against --trace_max_users too; do not refuse
+      // to start over debugging data.
+      if (!durable) return traced.status();
+      spdlog::warn("--trace_users not applied: {}", traced.status().message());
+    }
+  }
+  if (durable) s->handlers_->SetAvailable(true);
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
   s->sweeper_ = std::thread([p = s.get()] { p->HousekeepingLoop(); });
@@ -189,7 +198,8 @@ void ExposureFilterServer::Sweep() {
                   absl::FormatDuration(end - start));
   }
   // Traced users' exact entries age out with the slices that held them.
-  const uint64_t trace_entries = trace_log_->DropExpired(store_->clock().NowMs());
+  const uint64_t trace_entries =
+      trace_log_->DropExpired(store_->clock().NowMs());
   if (trace_entries > 0) {
     spdlog::debug("event=sweep trace_entries_aged_out={}", trace_entries);
   }
