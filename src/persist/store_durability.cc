@@ -209,7 +209,7 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
     if (absl::Status s = DecodeTraceWalRecord(type, body, &r); !s.ok()) {
       // Checksummed but undecodable: a bug, not a torn write. The filters
       // are unaffected; the trace can no longer vouch for the past.
-      spdlog::error("recovery: {}; trace reset", s.message());
+      spdlog::error("recovery: {}; trace reset", std::string(s.message()));
       report->trace_reset = true;
       return true;
     }
@@ -319,7 +319,7 @@ void StoreDurability::ImportTrace(RecoveryReport* report) {
     } else {
       // Users traced since this snapshot still come back from the log.
       spdlog::error("recovery: traced users not restored: {}",
-                    imported.status().message());
+                    std::string(imported.status().message()));
     }
   }
   // The export can be large; the report's metadata is for humans.

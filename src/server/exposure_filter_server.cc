@@ -169,7 +169,8 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
       // Restored users count against --trace_max_users too; do not refuse
       // to start over debugging data.
       if (!durable) return traced.status();
-      spdlog::warn("--trace_users not applied: {}", traced.status().message());
+      spdlog::warn("--trace_users not applied: {}",
+                   std::string(traced.status().message()));
     }
   }
   if (durable) s->handlers_->SetAvailable(true);
