@@ -131,8 +131,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
         absl::StrCat("cannot listen on ", config.listen_address,
                      " (address in use or invalid?)"));
   }
-  grpc::HealthCheckServiceInterface* health =
-      s->server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
   if (durable) {
     // Serve health (NOT_SERVING) and UNAVAILABLE while the store loads, so
     // probes and clients see "starting" instead of connection refused.
@@ -199,8 +198,7 @@ void ExposureFilterServer::Sweep() {
                   absl::FormatDuration(end - start));
   }
   // Traced users' exact entries age out with the slices that held them.
-  const uint64_t trace_entries =
-      trace_log_->DropExpired(store_->clock().NowMs());
+  const uint64_t trace_entries = trace_log_->DropExpired(store_->clock().NowMs());
   if (trace_entries > 0) {
     spdlog::debug("event=sweep trace_entries_aged_out={}", trace_entries);
   }
