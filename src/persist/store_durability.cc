@@ -8,8 +8,11 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "src/persist/posix_file.h"
+#include "src/persist/record_frame.h"
+#include "src/persist/trace_wal_record.h"
 #include "src/persist/wal_reader.h"
 #include "src/persist/wal_record.h"
 
@@ -88,6 +91,7 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
       report.users_loaded = load->users;
       report.expired_users = load->expired_users;
       report.metadata = std::move(load->metadata);
+      ImportTrace(&report);
       break;
     }
     if (!absl::IsDataLoss(load.status())) return load.status();
@@ -115,6 +119,28 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
       WriteAheadLog::Create(dir_.get(), next, options_.fsync);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);
+  if (trace_log_ != nullptr) {
+    const int64_t now = store_->clock().NowMs();
+    trace_log_->DropExpired(now);
+    // A lost or unreadable stretch of log may have held trace records of
+    // exposures the filters still claim (or claim from an older snapshot
+    // plus the log up to the damage). Explain calls "filtered, traced, no
+    // entry" a false positive only for slices after traced_since, so moving
+    // traced_since to now keeps every verdict about the past truthful.
+    if (report.torn_tails > 0 || report.corrupt) report.trace_reset = true;
+    if (report.trace_reset) {
+      const size_t reset = trace_log_->ResetTracedSince(now);
+      if (reset > 0) {
+        spdlog::warn(
+            "recovery: the trace of {} traced users may miss exposures from "
+            "before the restart (torn or corrupt log, or an exposure logged "
+            "without its trace record); they count as traced since now",
+            reset);
+      }
+    }
+    report.trace_users = trace_log_->size();
+    trace_log_->SetJournal(this);
+  }
   {
     MutexLock lock(&snapshot_mu_);
     latest_snapshot_ = report.snapshot_seq;
@@ -149,13 +175,24 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
     if (seq > report->snapshot_seq) segments.push_back(seq);
   }
   absl::Status apply_error;
+  // Exposures of traced users replayed minus their trace records: each
+  // RecordExposure logs the exposure, then (same commit) its trace record,
+  // so a positive count at the end means a trace record was lost.
+  absl::flat_hash_map<std::string, int64_t> untraced_exposures;
   auto apply = [&](const WalRecord& r) {
     if (!apply_error.ok()) return;
     if (r.type == kWalDeleteUser) {
       if (const Surface* s = surfaces_->Find(r.surface)) {
         store_->DeleteUser(*s, r.user_id);
       }
+      if (trace_log_ != nullptr) {
+        trace_log_->DropUserEntries(r.surface, r.user_id);
+      }
       return;
+    }
+    if (trace_log_ != nullptr && !r.item_hashes.empty() &&
+        trace_log_->IsTraced(r.user_id)) {
+      ++untraced_exposures[r.user_id];
     }
     absl::StatusOr<const Surface*> s = surfaces_->GetOrCreate(r.surface);
     if (!s.ok()) {
@@ -165,6 +202,46 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
     }
     const UserExposures ue{r.user_id, r.item_hashes, r.event_ms};
     store_->Record(**s, {&ue, 1});
+  };
+  auto apply_trace = [&](uint8_t type, absl::string_view body) {
+    if (trace_log_ == nullptr || !IsTraceWalRecordType(type)) return false;
+    TraceWalRecord r;
+    if (absl::Status s = DecodeTraceWalRecord(type, body, &r); !s.ok()) {
+      // Checksummed but undecodable: a bug, not a torn write. The filters
+      // are unaffected; the trace can no longer vouch for the past.
+      spdlog::error("recovery: {}; trace reset", std::string(s.message()));
+      report->trace_reset = true;
+      return true;
+    }
+    ++report->trace_records;
+    switch (r.type) {
+      case kWalTraceAdd:
+        // One at a time: a smaller --trace_max_users keeps the first ones.
+        for (absl::string_view id : r.user_ids) {
+          const std::string ids[] = {std::string(id)};
+          if (!trace_log_->Add(ids, r.traced_since_ms).ok()) break;
+        }
+        break;
+      case kWalTraceRemove: {
+        const std::vector<std::string> ids(r.user_ids.begin(),
+                                           r.user_ids.end());
+        trace_log_->Remove(ids);
+        for (const std::string& id : ids) untraced_exposures.erase(id);
+        break;
+      }
+      case kWalTraceRecord: {
+        const TracedExposure e{r.user_id, r.item_ids, r.item_keys, r.event_ms,
+                               r.expires_at_ms};
+        trace_log_->Record(r.surface, {&e, 1});
+        auto it = untraced_exposures.find(r.user_id);
+        if (it != untraced_exposures.end() && it->second > 0) --it->second;
+        break;
+      }
+      case kWalTraceDrop:
+        trace_log_->DropUserEntries(r.surface, r.user_id);
+        break;
+    }
+    return true;
   };
   uint64_t expected = report->snapshot_seq + 1;
   for (size_t i = 0; i < segments.size(); ++i) {
@@ -179,7 +256,7 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
       if (!file.ok()) return file.status();
       const bool newest = i + 1 == segments.size();
       const WalSegmentReplay replay =
-          ReplayWalSegment(file->data(), seq, newest, apply);
+          ReplayWalSegment(file->data(), seq, newest, apply, apply_trace);
       if (!apply_error.ok()) return apply_error;
       ++report->wal_segments;
       report->wal_records += replay.records;
@@ -214,7 +291,39 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
     }
     ++expected;
   }
+  for (const auto& [user, count] : untraced_exposures) {
+    if (count > 0 && trace_log_->IsTraced(user)) {
+      report->trace_reset = true;
+      break;
+    }
+  }
   return absl::OkStatus();
+}
+
+void StoreDurability::ImportTrace(RecoveryReport* report) {
+  auto it = std::find_if(
+      report->metadata.begin(), report->metadata.end(),
+      [](const auto& kv) { return kv.first == kTraceLogMetadataKey; });
+  if (it == report->metadata.end()) return;
+  if (trace_log_ != nullptr) {
+    absl::StatusOr<TraceImportSummary> imported =
+        trace_log_->Import(it->second, store_->clock().NowMs());
+    if (imported.ok()) {
+      report->trace_entries = imported->entries;
+      spdlog::info(
+          "recovery: {} traced users with {} entries from the snapshot ({} "
+          "users over --trace_max_users, {} entries aged out or over the "
+          "per-user cap)",
+          imported->users, imported->entries, imported->users_skipped,
+          imported->entries_dropped);
+    } else {
+      // Users traced since this snapshot still come back from the log.
+      spdlog::error("recovery: traced users not restored: {}",
+                    std::string(imported.status().message()));
+    }
+  }
+  // The export can be large; the report's metadata is for humans.
+  report->metadata.erase(it);
 }
 
 absl::Status StoreDurability::Commit() {
@@ -233,6 +342,40 @@ void StoreDurability::OnRecord(absl::string_view surface,
   body.clear();
   EncodeRecordExposure(surface, user_id, event_ms, item_hashes, &body);
   wal_->Append(kWalRecordExposure, body);
+}
+
+void StoreDurability::OnTraceAdd(absl::Span<const absl::string_view> user_ids,
+                                 int64_t since_ms) {
+  thread_local std::string body;
+  body.clear();
+  EncodeTraceAdd(user_ids, since_ms, &body);
+  wal_->Append(kWalTraceAdd, body);
+}
+
+void StoreDurability::OnTraceRemove(
+    absl::Span<const absl::string_view> user_ids) {
+  thread_local std::string body;
+  body.clear();
+  EncodeTraceRemove(user_ids, &body);
+  wal_->Append(kWalTraceRemove, body);
+}
+
+void StoreDurability::OnTraceRecord(absl::string_view surface,
+                                    const TracedExposure& exposure) {
+  thread_local std::string body;
+  body.clear();
+  EncodeTraceRecord(surface, exposure.user_id, exposure.event_ms,
+                    exposure.expires_at_ms, exposure.item_ids,
+                    exposure.item_keys, &body);
+  wal_->Append(kWalTraceRecord, body);
+}
+
+void StoreDurability::OnTraceDropUser(absl::string_view surface,
+                                      absl::string_view user_id) {
+  thread_local std::string body;
+  body.clear();
+  EncodeTraceDrop(surface, user_id, &body);
+  wal_->Append(kWalTraceDrop, body);
 }
 
 void StoreDurability::OnDelete(absl::string_view surface,
@@ -255,14 +398,37 @@ absl::Status StoreDurability::SnapshotLocked() {
   const absl::Time start = absl::Now();
   // Everything logged in segments <= covered is already in the store (it
   // was applied under the shard lock before it was appended).
-  absl::StatusOr<uint64_t> covered = wal_->Rotate();
+  absl::StatusOr<uint64_t> covered = absl::UnknownError("not rotated");
+  absl::StatusOr<std::string> trace = std::string();
+  if (trace_log_ != nullptr) {
+    // Trace changes are not idempotent: export at exactly the rotation, so
+    // each is in this snapshot or in the log after it, not both.
+    trace = trace_log_->ExportAtCut([&] {
+      covered = wal_->Rotate();
+      return covered.status();
+    });
+  } else {
+    covered = wal_->Rotate();
+  }
   if (!covered.ok()) {
     ++snapshot_failures_;
     return covered.status();
   }
   last_snapshot_time_ = start;
-  const SnapshotMetadata metadata =
+  SnapshotMetadata metadata =
       metadata_provider_ ? metadata_provider_() : SnapshotMetadata{};
+  if (trace_log_ != nullptr && trace.ok()) {
+    if (trace->size() + 64 > kMaxFrameBytes) {
+      // Only with huge --trace_max_users x --trace_max_entries_per_user;
+      // the filters matter more than the trace, so snapshot without it.
+      spdlog::error(
+          "snapshot {}: traced users' export is {} bytes, over the record "
+          "limit; traced users will not survive a restart",
+          *covered, trace->size());
+    } else {
+      metadata.emplace_back(kTraceLogMetadataKey, *std::move(trace));
+    }
+  }
   absl::StatusOr<SnapshotWriteResult> written =
       WriteSnapshot(*dir_, *covered, *store_, metadata);
   if (!written.ok()) {
@@ -357,6 +523,7 @@ absl::Status StoreDurability::Close(bool final_snapshot) {
   absl::Status s;
   if (final_snapshot) s = Snapshot();
   store_->SetJournal(nullptr);
+  if (trace_log_ != nullptr) trace_log_->SetJournal(nullptr);
   absl::Status closed = wal_->Close();
   return s.ok() ? closed : s;
 }

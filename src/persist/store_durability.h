@@ -37,6 +37,8 @@
 #include "src/store/sharded_filter_store.h"
 #include "src/store/store_journal.h"
 #include "src/store/surface_registry.h"
+#include "src/store/trace_journal.h"
+#include "src/store/trace_log.h"
 
 namespace exposure_filter {
 
@@ -68,7 +70,18 @@ struct RecoveryReport {
   std::string corruption;  // the error line, if any
   absl::Duration duration;
   SnapshotMetadata metadata;  // of the loaded snapshot
+  // Traced users (issue 6), when a TraceLog is attached.
+  uint64_t trace_users = 0;    // traced after recovery
+  uint64_t trace_entries = 0;  // restored from the snapshot
+  uint64_t trace_records = 0;  // trace log records replayed
+  // Recovery could not prove the trace complete (torn or corrupt log, or an
+  // exposure of a traced user logged without its trace record), so every
+  // traced user now counts as traced since the restart.
+  bool trace_reset = false;
 };
+
+// Snapshot metadata key holding TraceLog::Export().
+inline constexpr char kTraceLogMetadataKey[] = "trace_log";
 
 struct DurabilityStats {
   WalStats wal;
@@ -78,7 +91,7 @@ struct DurabilityStats {
   uint64_t last_snapshot_users = 0;
 };
 
-class StoreDurability final : public StoreJournal {
+class StoreDurability final : public StoreJournal, public TraceJournal {
  public:
   // Takes the data directory's lock (FailedPrecondition if another process
   // holds it). `surfaces` and `store` must outlive this object.
@@ -102,6 +115,11 @@ class StoreDurability final : public StoreJournal {
   // snapshot when asked, and closes the log. Call after the last writer.
   absl::Status Close(bool final_snapshot);
 
+  // Makes `trace_log` (traced users) durable too: snapshots carry its
+  // export, the log its changes. Call before Recover(); it must outlive
+  // this object.
+  void AttachTraceLog(TraceLog* trace_log) { trace_log_ = trace_log; }
+
   // Extra entries for every snapshot (called while one is written).
   void SetMetadataProvider(std::function<SnapshotMetadata()> provider);
   DurabilityStats stats() const;
@@ -112,12 +130,24 @@ class StoreDurability final : public StoreJournal {
                 absl::Span<const uint64_t> item_hashes) override;
   void OnDelete(absl::string_view surface, absl::string_view user_id) override;
 
+  // TraceJournal.
+  void OnTraceAdd(absl::Span<const absl::string_view> user_ids,
+                  int64_t since_ms) override;
+  void OnTraceRemove(absl::Span<const absl::string_view> user_ids) override;
+  void OnTraceRecord(absl::string_view surface,
+                     const TracedExposure& exposure) override;
+  void OnTraceDropUser(absl::string_view surface,
+                       absl::string_view user_id) override;
+
  private:
   StoreDurability(const DurabilityOptions& options,
                   std::unique_ptr<DataDir> dir, SurfaceRegistry* surfaces,
                   ShardedFilterStore* store);
   absl::Status ReplayLog(const DataDir::Listing& listing,
                          RecoveryReport* report);
+  // Restores the trace from the loaded snapshot's metadata (and drops it
+  // from the report's copy).
+  void ImportTrace(RecoveryReport* report);
   absl::Status SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
   void RemoveObsoleteFiles(uint64_t newest)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
@@ -129,6 +159,7 @@ class StoreDurability final : public StoreJournal {
   SurfaceRegistry* const surfaces_;
   ShardedFilterStore* const store_;
   std::unique_ptr<WriteAheadLog> wal_;
+  TraceLog* trace_log_ = nullptr;  // set before Recover(), then constant
 
   Mutex snapshot_mu_;  // one snapshot at a time
   // The newest snapshot known good before the latest one (0: the empty

@@ -9,6 +9,15 @@ namespace exposure_filter {
 WalSegmentReplay ReplayWalSegment(
     absl::string_view data, uint64_t seq, bool newest,
     absl::FunctionRef<void(const WalRecord&)> apply) {
+  return ReplayWalSegment(data, seq, newest, apply,
+                          [](uint8_t, absl::string_view) { return false; });
+}
+
+WalSegmentReplay ReplayWalSegment(
+    absl::string_view data, uint64_t seq, bool newest,
+    absl::FunctionRef<void(const WalRecord&)> apply,
+    absl::FunctionRef<bool(uint8_t type, absl::string_view body)>
+        apply_optional) {
   WalSegmentReplay out;
   if (data.size() < kFileHeaderBytes && newest) {
     // Died while creating the segment: nothing in it was acknowledged.
@@ -44,7 +53,11 @@ WalSegmentReplay ReplayWalSegment(
       break;
     }
     if (frame.type >= kFirstOptionalRecordType) {
-      ++out.skipped_optional;
+      if (apply_optional(frame.type, frame.body)) {
+        ++out.records;
+      } else {
+        ++out.skipped_optional;
+      }
     } else if (absl::Status s =
                    DecodeWalRecord(frame.type, frame.body, &record);
                !s.ok()) {

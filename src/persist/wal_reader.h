@@ -33,6 +33,13 @@ struct WalSegmentReplay {
 WalSegmentReplay ReplayWalSegment(
     absl::string_view data, uint64_t seq, bool newest,
     absl::FunctionRef<void(const WalRecord&)> apply);
+// Also hands optional records (types >= 64) to `apply_optional`, which
+// returns false for types it does not know (those are skipped and counted).
+WalSegmentReplay ReplayWalSegment(
+    absl::string_view data, uint64_t seq, bool newest,
+    absl::FunctionRef<void(const WalRecord&)> apply,
+    absl::FunctionRef<bool(uint8_t type, absl::string_view body)>
+        apply_optional);
 
 }  // namespace exposure_filter
 

@@ -115,6 +115,8 @@ absl::Status ExposureFilterHandlers::Explain(
 absl::Status ExposureFilterHandlers::AddTracedUsers(
     const exposure::v1::AddTracedUsersRequest& req,
     exposure::v1::AddTracedUsersResponse* resp) {
+  // Not while recovery replaces the trace.
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateTracedUserIds(req.user_ids(), limits_);
       !s.ok()) {
     return s;
@@ -125,12 +127,15 @@ absl::Status ExposureFilterHandlers::AddTracedUsers(
   if (!added.ok()) return added.status();
   resp->set_added(static_cast<uint32_t>(*added));
   resp->set_traced(static_cast<uint32_t>(trace_log_->size()));
-  return absl::OkStatus();
+  // Answer once the log holds the change, like any write.
+  return CommitWrite();
 }
 
 absl::Status ExposureFilterHandlers::RemoveTracedUsers(
     const exposure::v1::RemoveTracedUsersRequest& req,
     exposure::v1::RemoveTracedUsersResponse* resp) {
+  // Not while recovery replaces the trace.
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateTracedUserIds(req.user_ids(), limits_);
       !s.ok()) {
     return s;
@@ -139,7 +144,7 @@ absl::Status ExposureFilterHandlers::RemoveTracedUsers(
                                      req.user_ids().end());
   resp->set_removed(static_cast<uint32_t>(trace_log_->Remove(ids)));
   resp->set_traced(static_cast<uint32_t>(trace_log_->size()));
-  return absl::OkStatus();
+  return CommitWrite();
 }
 
 absl::Status ExposureFilterHandlers::ListTracedUsers(

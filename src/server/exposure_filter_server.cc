@@ -76,11 +76,6 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                                                    s->surfaces_.get());
   s->store_->SetMemoryLimit(config.memory_limit_bytes);
   s->trace_log_ = std::make_unique<TraceLog>(config.trace_limits);
-  if (!config.trace_users.empty()) {
-    absl::StatusOr<size_t> traced =
-        s->trace_log_->Add(config.trace_users, clock->NowMs());
-    if (!traced.ok()) return traced.status();
-  }
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
       s->surfaces_.get(), s->store_.get(), config.limits, s->trace_log_.get());
   const bool durable = !config.durability.data_dir.empty();
@@ -92,6 +87,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                               s->store_.get());
     if (!durability.ok()) return durability.status();
     s->durability_ = *std::move(durability);
+    s->durability_->AttachTraceLog(s->trace_log_.get());
     s->handlers_->SetAvailable(false);
   }
   s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get());
@@ -162,8 +158,21 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     }
     s->recovery_ = *std::move(report);
     s->handlers_->AttachDurability(s->durability_.get());
-    s->handlers_->SetAvailable(true);
   }
+  // After recovery, which replaces the trace with the one saved: users
+  // restored keep their traced_since, new ones from the flag are logged.
+  if (!config.trace_users.empty()) {
+    absl::StatusOr<size_t> traced =
+        s->trace_log_->Add(config.trace_users, clock->NowMs());
+    if (!traced.ok()) {
+      // Restored users count against --trace_max_users too; do not refuse
+      // to start over debugging data.
+      if (!durable) return traced.status();
+      spdlog::warn("--trace_users not applied: {}",
+                   std::string(traced.status().message()));
+    }
+  }
+  if (durable) s->handlers_->SetAvailable(true);
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
   s->sweeper_ = std::thread([p = s.get()] { p->HousekeepingLoop(); });

@@ -115,15 +115,22 @@ absl::StatusOr<size_t> TraceLog::Add(absl::Span<const std::string> user_ids,
     users_[id].traced_since_ms = now_ms;
   }
   count_.store(users_.size(), std::memory_order_release);
+  if (journal_ != nullptr && !fresh.empty()) {
+    const std::vector<absl::string_view> ids(fresh.begin(), fresh.end());
+    journal_->OnTraceAdd(ids, now_ms);
+  }
   return fresh.size();
 }
 
 size_t TraceLog::Remove(absl::Span<const std::string> user_ids) {
   WriterLock lock(&mu_);
-  size_t removed = 0;
-  for (const std::string& id : user_ids) removed += users_.erase(id);
+  std::vector<absl::string_view> removed;
+  for (const std::string& id : user_ids) {
+    if (users_.erase(id) > 0) removed.push_back(id);
+  }
   count_.store(users_.size(), std::memory_order_release);
-  return removed;
+  if (journal_ != nullptr && !removed.empty()) journal_->OnTraceRemove(removed);
+  return removed.size();
 }
 
 std::vector<TracedUserInfo> TraceLog::List() const {
@@ -171,6 +178,8 @@ void TraceLog::Record(absl::string_view surface,
   for (const TracedExposure& e : batch) {
     auto it = users_.find(e.user_id);
     if (it == users_.end()) continue;
+    if (e.item_ids.empty() && e.item_keys.empty()) continue;
+    if (journal_ != nullptr) journal_->OnTraceRecord(surface, e);
     TracedUser& user = it->second;
     for (uint64_t id : e.item_ids) {
       Entry entry;
@@ -245,6 +254,7 @@ void TraceLog::DropUserEntries(absl::string_view surface,
                      [&](const Entry& e) { return e.surface == surface; });
   for (auto e = end; e != user.entries.end(); ++e) user.bytes -= EntryBytes(*e);
   user.entries.erase(end, user.entries.end());
+  if (journal_ != nullptr) journal_->OnTraceDropUser(surface, user_id);
 }
 
 uint64_t TraceLog::DropExpired(int64_t now_ms) {
@@ -265,9 +275,35 @@ uint64_t TraceLog::DropExpired(int64_t now_ms) {
 }
 
 std::string TraceLog::Export() const {
+  ReaderLock lock(&mu_);
+  return ExportLocked();
+}
+
+absl::StatusOr<std::string> TraceLog::ExportAtCut(
+    absl::FunctionRef<absl::Status()> cut) {
+  // Shared is enough: every change (and its journal call) needs it
+  // exclusively.
+  ReaderLock lock(&mu_);
+  if (absl::Status s = cut(); !s.ok()) return s;
+  return ExportLocked();
+}
+
+void TraceLog::SetJournal(TraceJournal* journal) {
+  WriterLock lock(&mu_);
+  journal_ = journal;
+}
+
+size_t TraceLog::ResetTracedSince(int64_t now_ms) {
+  WriterLock lock(&mu_);
+  for (auto& [id, user] : users_) {
+    user.traced_since_ms = std::max(user.traced_since_ms, now_ms);
+  }
+  return users_.size();
+}
+
+std::string TraceLog::ExportLocked() const {
   std::string out(kMagic, sizeof(kMagic));
   PutU32(&out, kFormatVersion);
-  ReaderLock lock(&mu_);
   PutU32(&out, static_cast<uint32_t>(users_.size()));
   for (const auto& [id, user] : users_) {
     PutStr(&out, id);

@@ -29,10 +29,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "src/store/annotated_mutex.h"
+#include "src/store/trace_journal.h"
 
 namespace exposure_filter {
 
@@ -118,6 +120,19 @@ class TraceLog {
 
   const TraceLimits& limits() const { return limits_; }
 
+  // Durability (src/persist/store_durability.h). Every later change is
+  // reported to `journal` (null: none) under the lock, in applied order.
+  void SetJournal(TraceJournal* journal);
+  // Export() taken atomically with `cut` (the log rotation): no change can
+  // land between them, so each change is in the export or after the cut.
+  absl::StatusOr<std::string> ExportAtCut(
+      absl::FunctionRef<absl::Status()> cut);
+  // Recovery could not prove that the trace holds every exposure the
+  // filters hold (torn or corrupt log): from now on count every traced user
+  // as traced since `now_ms`, so Explain never calls an item recorded in the
+  // lost part a false positive. Returns how many users were reset.
+  size_t ResetTracedSince(int64_t now_ms);
+
  private:
   struct Entry {
     std::string surface;
@@ -135,6 +150,7 @@ class TraceLog {
   };
 
   static uint64_t EntryBytes(const Entry& e);
+  std::string ExportLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AppendLocked(TracedUser& user, Entry entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -144,6 +160,7 @@ class TraceLog {
   absl::flat_hash_map<std::string, TracedUser> users_ ABSL_GUARDED_BY(mu_);
   // users_.size(), readable without the lock for the RecordExposure fast path.
   std::atomic<size_t> count_{0};
+  TraceJournal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace exposure_filter
