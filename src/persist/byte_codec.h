@@ -94,6 +94,23 @@ class ByteReader {
   absl::string_view data_;
 };
 
+// The (surface, user) prefix every per-user log record starts with: the
+// surface name behind a u8 length (names are at most 64 bytes), then the user
+// id behind a u32 length. Decoding rejects an empty user id; whether an empty
+// surface (the default one) is allowed is the record type's call.
+inline void PutSurfaceUser(std::string* out, absl::string_view surface,
+                           absl::string_view user_id) {
+  PutU8(out, static_cast<uint8_t>(surface.size()));
+  out->append(surface.data(), surface.size());
+  PutString32(out, user_id);
+}
+inline bool ReadSurfaceUser(ByteReader& r, absl::string_view* surface,
+                            absl::string_view* user_id) {
+  uint8_t surface_bytes = 0;
+  return r.U8(&surface_bytes) && r.Bytes(surface_bytes, surface) &&
+         r.String32(user_id) && !user_id->empty();
+}
+
 }  // namespace exposure_filter
 
 #endif  // EXPOSURE_FILTER_SRC_PERSIST_BYTE_CODEC_H_

@@ -6,18 +6,9 @@
 namespace exposure_filter {
 namespace {
 
-void EncodeUser(absl::string_view surface, absl::string_view user_id,
-                std::string* body) {
-  PutU8(body, static_cast<uint8_t>(surface.size()));
-  body->append(surface.data(), surface.size());
-  PutString32(body, user_id);
-}
-
 bool DecodeUser(ByteReader& r, TraceWalRecord* record) {
-  uint8_t surface_bytes = 0;
-  return r.U8(&surface_bytes) && r.Bytes(surface_bytes, &record->surface) &&
-         !record->surface.empty() && r.String32(&record->user_id) &&
-         !record->user_id.empty();
+  return ReadSurfaceUser(r, &record->surface, &record->user_id) &&
+         !record->surface.empty();
 }
 
 void EncodeStrings(absl::Span<const absl::string_view> strings,
@@ -61,7 +52,7 @@ void EncodeTraceRecord(absl::string_view surface, absl::string_view user_id,
                        absl::Span<const uint64_t> item_ids,
                        absl::Span<const absl::string_view> item_keys,
                        std::string* body) {
-  EncodeUser(surface, user_id, body);
+  PutSurfaceUser(body, surface, user_id);
   PutI64(body, event_ms);
   PutI64(body, expires_at_ms);
   PutU32(body, static_cast<uint32_t>(item_ids.size()));
@@ -71,7 +62,7 @@ void EncodeTraceRecord(absl::string_view surface, absl::string_view user_id,
 
 void EncodeTraceDrop(absl::string_view surface, absl::string_view user_id,
                      std::string* body) {
-  EncodeUser(surface, user_id, body);
+  PutSurfaceUser(body, surface, user_id);
 }
 
 absl::Status DecodeTraceWalRecord(uint8_t type, absl::string_view body,

@@ -4,29 +4,13 @@
 #include "src/persist/byte_codec.h"
 
 namespace exposure_filter {
-namespace {
-
-void EncodeUser(absl::string_view surface, absl::string_view user_id,
-                std::string* body) {
-  PutU8(body, static_cast<uint8_t>(surface.size()));
-  body->append(surface.data(), surface.size());
-  PutString32(body, user_id);
-}
-
-bool DecodeUser(ByteReader& r, WalRecord* record) {
-  uint8_t surface_bytes = 0;
-  return r.U8(&surface_bytes) && r.Bytes(surface_bytes, &record->surface) &&
-         r.String32(&record->user_id) && !record->user_id.empty();
-}
-
-}  // namespace
 
 void EncodeRecordExposure(absl::string_view surface, absl::string_view user_id,
                           int64_t event_ms, absl::Span<const uint64_t> hashes,
                           std::string* body) {
   body->reserve(body->size() + 1 + surface.size() + 4 + user_id.size() + 12 +
                 8 * hashes.size());
-  EncodeUser(surface, user_id, body);
+  PutSurfaceUser(body, surface, user_id);
   PutI64(body, event_ms);
   PutU32(body, static_cast<uint32_t>(hashes.size()));
   for (uint64_t h : hashes) PutU64(body, h);
@@ -34,14 +18,14 @@ void EncodeRecordExposure(absl::string_view surface, absl::string_view user_id,
 
 void EncodeDeleteUser(absl::string_view surface, absl::string_view user_id,
                       std::string* body) {
-  EncodeUser(surface, user_id, body);
+  PutSurfaceUser(body, surface, user_id);
 }
 
 absl::Status DecodeWalRecord(uint8_t type, absl::string_view body,
                              WalRecord* record) {
   ByteReader r(body);
   record->item_hashes.clear();
-  bool ok = DecodeUser(r, record);
+  bool ok = ReadSurfaceUser(r, &record->surface, &record->user_id);
   switch (type) {
     case kWalRecordExposure: {
       record->type = kWalRecordExposure;
