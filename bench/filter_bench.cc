@@ -101,7 +101,7 @@ void BM_RemoveExposedWarm(benchmark::State& state) {
   for (auto _ : state) {
     std::fill(keep.begin(), keep.end(), 1);
     for (const UserFilter::Slice& s : f.slices()) {
-      for (const BloomSegment& seg : s.segments) {
+      for (const UserFilter::Segment& seg : s.segments) {
         kernel(SegmentRef{seg.words(), seg.num_blocks(), seg.k()},
                candidates.data(), candidates.size(), keep.data());
       }

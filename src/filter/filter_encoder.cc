@@ -33,16 +33,17 @@ template <typename Sink>
 void EmitFilter(const UserFilter* filter, const FilterPolicy& policy,
                 int64_t now_ms, Sink&& sink) {
   struct LiveSegment {
-    const UserFilter::Slice* slice;
-    const BloomSegment* segment;
+    int64_t slice_index;
+    UserFilter::Segment segment;  // a view into the filter
     int level;
   };
   std::vector<LiveSegment> live;
   if (filter != nullptr) {
     for (const UserFilter::Slice& s : filter->slices()) {
       if (!policy.SliceLive(s.index, now_ms)) continue;
-      for (size_t j = 0; j < s.segments.size(); ++j) {
-        live.push_back({&s, &s.segments[j], static_cast<int>(j)});
+      int level = 0;
+      for (const UserFilter::Segment& seg : s.segments) {
+        live.push_back({s.index, seg, level++});
       }
     }
   }
@@ -62,20 +63,20 @@ void EmitFilter(const UserFilter* filter, const FilterPolicy& policy,
 
   for (const LiveSegment& ls : live) {
     unsigned char seg[format::kSegmentHeaderBytes] = {};
-    PutU64(seg + 0, static_cast<uint64_t>(policy.SliceStartMs(ls.slice->index)));
-    PutU64(seg + 8, static_cast<uint64_t>(policy.SliceEndMs(ls.slice->index)));
-    PutU32(seg + 16, ls.segment->num_blocks());
+    PutU64(seg + 0, static_cast<uint64_t>(policy.SliceStartMs(ls.slice_index)));
+    PutU64(seg + 8, static_cast<uint64_t>(policy.SliceEndMs(ls.slice_index)));
+    PutU32(seg + 16, ls.segment.num_blocks());
     const uint64_t count = std::min<uint64_t>(
-        ls.segment->count(), std::numeric_limits<uint32_t>::max());
+        ls.segment.count(), std::numeric_limits<uint32_t>::max());
     PutU32(seg + 20, static_cast<uint32_t>(count));
-    seg[24] = static_cast<unsigned char>(ls.segment->k());
+    seg[24] = static_cast<unsigned char>(ls.segment.k());
     seg[25] = static_cast<unsigned char>(ls.level);
     sink(seg, sizeof(seg));
   }
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                 "blocks are emitted as in memory: little-endian words");
   for (const LiveSegment& ls : live) {
-    sink(ls.segment->words(), ls.segment->bit_bytes());
+    sink(ls.segment.words(), ls.segment.bit_bytes());
   }
 }
 

@@ -52,7 +52,7 @@ bool EncodeUser(const Surface& surface, absl::string_view user_id,
     PutI64(body, s.min_event_ms);
     PutI64(body, s.max_event_ms);
     PutU8(body, static_cast<uint8_t>(s.segments.size()));
-    for (const BloomSegment& seg : s.segments) {
+    for (const UserFilter::Segment& seg : s.segments) {
       PutU32(body, seg.num_blocks());
       PutU8(body, static_cast<uint8_t>(seg.k()));
       PutU64(body, seg.count());
@@ -110,7 +110,7 @@ bool DecodeUser(absl::string_view body, uint16_t* surface_id,
   }
   int64_t prev_index = std::numeric_limits<int64_t>::min();
   for (int i = 0; i < slices; ++i) {
-    UserFilter::Slice slice;
+    UserFilter::SliceData slice;
     uint8_t segments = 0;
     if (!r.I64(&slice.index) || !r.I64(&slice.min_event_ms) ||
         !r.I64(&slice.max_event_ms) || !r.U8(&segments) || segments == 0 ||

@@ -13,14 +13,14 @@ namespace {
 // shard choice and Bloom probes are unrelated.
 constexpr uint64_t kUserShardSeed = 0x7265737573ull;  // "users"
 
-// All bytes one map entry holds: the user's filter plus slot and key.
-int64_t EntryBytes(const std::string& key, const UserFilter& filter) {
+// All bytes one map entry holds: the user's filter (with its key) plus slot.
+int64_t EntryBytes(const UserFilter& filter) {
   return static_cast<int64_t>(filter.MemoryBytes() +
-                              ShardedFilterStore::EntryOverheadBytes(key));
+                              ShardedFilterStore::EntryOverheadBytes());
 }
 
 // Inverse of MakeKey's 2-byte little-endian surface id prefix.
-uint16_t SurfaceIdOfKey(const std::string& key) {
+uint16_t SurfaceIdOfKey(absl::string_view key) {
   return static_cast<uint16_t>(static_cast<unsigned char>(key[0]) |
                                (static_cast<unsigned char>(key[1]) << 8));
 }
@@ -36,7 +36,7 @@ void Observe(const Surface& surface, const UserFilter& filter, int64_t now,
   for (const UserFilter::Slice& slice : filter.slices()) {
     if (!surface.policy.SliceLive(slice.index, now)) continue;
     ++out.live_slices;
-    for (const BloomSegment& seg : slice.segments) {
+    for (const UserFilter::Segment& seg : slice.segments) {
       p_clean *= 1.0 - seg.EstimatedFpRate();
     }
   }
@@ -66,12 +66,9 @@ std::string ShardedFilterStore::MakeKey(uint16_t surface_id,
   return key;
 }
 
-size_t ShardedFilterStore::EntryOverheadBytes(const std::string& key) {
-  // A flat_hash_map slot holds the pair plus one control byte; keys beyond
-  // the small-string buffer live on the heap (capacity + terminator).
-  size_t bytes = sizeof(std::pair<const std::string, StoredFilter>) + 1;
-  if (key.capacity() > 15) bytes += key.capacity() + 1;
-  return bytes;
+size_t ShardedFilterStore::EntryOverheadBytes() {
+  // A flat_hash_set slot holds the element plus one control byte.
+  return sizeof(StoredUser) + 1;
 }
 
 ShardedFilterStore::Shard& ShardedFilterStore::ShardFor(
@@ -96,8 +93,7 @@ void ShardedFilterStore::Account(Shard& shard, uint16_t surface_id,
 }
 
 void ShardedFilterStore::AccountTable(Shard& shard) {
-  constexpr int64_t kSlotBytes =
-      sizeof(std::pair<const std::string, StoredFilter>) + 1;  // + control
+  constexpr int64_t kSlotBytes = sizeof(StoredUser) + 1;  // + control
   const int64_t slack =
       static_cast<int64_t>(shard.users.capacity() - shard.users.size()) *
       kSlotBytes;
@@ -120,29 +116,30 @@ RecordCounts ShardedFilterStore::Record(const Surface& surface,
       continue;
     }
     counts.recorded += ue.item_hashes.size();
-    std::string key = MakeKey(surface.id, ue.user_id);
+    const std::string key = MakeKey(surface.id, ue.user_id);
     Shard& shard = ShardFor(ue.user_id);
     WriterLock lock(&shard.mu);
-    auto [it, inserted] = shard.users.try_emplace(std::move(key));
-    StoredFilter& filter = it->second;
-    const int64_t before = inserted ? 0 : EntryBytes(it->first, filter);
+    auto it = shard.users.find(key);
+    const bool inserted = it == shard.users.end();
+    if (inserted) it = shard.users.insert(StoredUser{UserFilter(key)}).first;
+    UserFilter& filter = it->filter;
+    const int64_t before = inserted ? 0 : EntryBytes(filter);
     filter.DropExpired(policy, now);
     filter.Record(policy, ue.item_hashes, event);
     filter.Touch(now);
     if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
       journal->OnRecord(surface.name, ue.user_id, event, ue.item_hashes);
     }
-    Account(shard, surface.id, inserted ? 1 : 0,
-            EntryBytes(it->first, filter) - before);
+    Account(shard, surface.id, inserted ? 1 : 0, EntryBytes(filter) - before);
     if (inserted) AccountTable(shard);
     if (memory_limit_ != 0 && total_bytes() > memory_limit_) {
-      EvictForMemory(shard, it->first);
+      EvictForMemory(shard, key);
     }
   }
   return counts;
 }
 
-void ShardedFilterStore::EvictForMemory(Shard& shard, const std::string& keep) {
+void ShardedFilterStore::EvictForMemory(Shard& shard, absl::string_view keep) {
   auto& users = shard.users;
   while (total_bytes() > memory_limit_ && users.size() > 1) {
     auto it = shard.eviction_cursor.empty() ? users.begin()
@@ -153,9 +150,8 @@ void ShardedFilterStore::EvictForMemory(Shard& shard, const std::string& keep) {
     const size_t sample = std::min<size_t>(kEvictionSample, users.size());
     for (size_t i = 0; i < sample; ++i, ++it) {
       if (it == users.end()) it = users.begin();
-      const int64_t active =
-          it->second.last_active_ms.load(std::memory_order_relaxed);
-      if (it->first != keep &&
+      const int64_t active = it->filter.last_active_ms();
+      if (it->filter.key() != keep &&
           (victim == users.end() || active < victim_active)) {
         victim = it;
         victim_active = active;
@@ -164,17 +160,17 @@ void ShardedFilterStore::EvictForMemory(Shard& shard, const std::string& keep) {
     if (it == users.end()) {
       shard.eviction_cursor.clear();
     } else {
-      shard.eviction_cursor = it->first;
+      shard.eviction_cursor = std::string(it->filter.key());
     }
     if (victim == users.end()) break;  // only `keep` was sampled
-    const int64_t bytes = EntryBytes(victim->first, victim->second);
-    Account(shard, SurfaceIdOfKey(victim->first), -1, -bytes);
+    const absl::string_view victim_key = victim->filter.key();
+    const int64_t bytes = EntryBytes(victim->filter);
+    Account(shard, SurfaceIdOfKey(victim_key), -1, -bytes);
     // Journaled as a delete, so recovery does not bring the user back.
     if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
       if (const Surface* surface =
-              surfaces_->ById(SurfaceIdOfKey(victim->first))) {
-        journal->OnDelete(surface->name,
-                          absl::string_view(victim->first).substr(2));
+              surfaces_->ById(SurfaceIdOfKey(victim_key))) {
+        journal->OnDelete(surface->name, victim_key.substr(2));
       }
     }
     users.erase(victim);
@@ -195,8 +191,8 @@ void ShardedFilterStore::RemoveExposed(const Surface& surface,
   ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return;
-  it->second.Touch(now);
-  it->second.RemoveExposed(surface.policy, now, item_hashes, keep);
+  it->filter.Touch(now);
+  it->filter.RemoveExposed(surface.policy, now, item_hashes, keep);
 }
 
 FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
@@ -211,8 +207,8 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
   if (surface != nullptr) {
     auto it = shard.users.find(MakeKey(surface->id, user_id));
     if (it != shard.users.end()) {
-      it->second.Touch(now);
-      filter = &it->second;
+      it->filter.Touch(now);
+      filter = &it->filter;
     }
   }
   if (!if_version.empty()) {
@@ -235,11 +231,11 @@ std::optional<UserFilterStats> ShardedFilterStore::GetUserStats(
   ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end() ||
-      !it->second.HasLiveSlices(surface.policy, now)) {
+      !it->filter.HasLiveSlices(surface.policy, now)) {
     return std::nullopt;
   }
-  UserFilterStats stats = it->second.Stats(surface.policy, now);
-  stats.bytes += EntryOverheadBytes(it->first);
+  UserFilterStats stats = it->filter.Stats(surface.policy, now);
+  stats.bytes += EntryOverheadBytes();
   return stats;
 }
 
@@ -252,15 +248,15 @@ std::optional<UserExplanation> ShardedFilterStore::Explain(
   ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end() ||
-      !it->second.HasLiveSlices(surface.policy, now)) {
+      !it->filter.HasLiveSlices(surface.policy, now)) {
     return std::nullopt;
   }
   UserExplanation out;
-  out.stats = it->second.Stats(surface.policy, now);
-  out.stats.bytes += EntryOverheadBytes(it->first);
+  out.stats = it->filter.Stats(surface.policy, now);
+  out.stats.bytes += EntryOverheadBytes();
   out.claiming_slices.resize(item_hashes.size());
   for (size_t i = 0; i < item_hashes.size(); ++i) {
-    it->second.ClaimingSlices(surface.policy, now, item_hashes[i],
+    it->filter.ClaimingSlices(surface.policy, now, item_hashes[i],
                               &out.claiming_slices[i]);
   }
   return out;
@@ -274,8 +270,8 @@ bool ShardedFilterStore::DeleteUser(const Surface& surface,
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return false;
   const bool had_live =
-      it->second.HasLiveSlices(surface.policy, clock_->NowMs());
-  Account(shard, surface.id, -1, -EntryBytes(it->first, it->second));
+      it->filter.HasLiveSlices(surface.policy, clock_->NowMs());
+  Account(shard, surface.id, -1, -EntryBytes(it->filter));
   shard.users.erase(it);
   AccountTable(shard);
   if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
@@ -292,11 +288,10 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
     const int64_t now = clock_->NowMs();
     WriterLock lock(&shard.mu);
     for (auto it = shard.users.begin(); it != shard.users.end();) {
-      const std::string& key = it->first;
-      const uint16_t surface_id = SurfaceIdOfKey(key);
+      UserFilter& filter = it->filter;
+      const uint16_t surface_id = SurfaceIdOfKey(filter.key());
       const Surface* surface = surfaces_->ById(surface_id);
-      UserFilter& filter = it->second;
-      const int64_t before = EntryBytes(key, filter);
+      const int64_t before = EntryBytes(filter);
       if (surface == nullptr || filter.DropExpired(surface->policy, now) == 0) {
         if (report != nullptr && surface != nullptr) {
           Observe(*surface, filter, now, report);
@@ -313,7 +308,7 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
         AccountTable(shard);
         ++removed;
       } else {
-        Account(shard, surface_id, 0, EntryBytes(key, filter) - before);
+        Account(shard, surface_id, 0, EntryBytes(filter) - before);
         ++it;
       }
     }
@@ -329,25 +324,33 @@ void ShardedFilterStore::SetJournal(StoreJournal* journal) {
 void ShardedFilterStore::VisitShard(int shard_index, UserVisitor visit) const {
   const Shard& shard = shards_[shard_index];
   ReaderLock lock(&shard.mu);
-  for (const auto& [key, filter] : shard.users) {
+  for (const StoredUser& user : shard.users) {
+    const absl::string_view key = user.filter.key();
     const Surface* surface = surfaces_->ById(SurfaceIdOfKey(key));
     if (surface == nullptr) continue;  // cannot happen: keys come from surfaces
-    visit(*surface, absl::string_view(key).substr(2), filter);
+    visit(*surface, key.substr(2), user.filter);
   }
 }
 
 void ShardedFilterStore::LoadUser(const Surface& surface,
                                   absl::string_view user_id,
                                   UserFilter filter) {
-  std::string key = MakeKey(surface.id, user_id);
+  const std::string key = MakeKey(surface.id, user_id);
+  // The decoded filter carries the key from now on (its allocation is
+  // rebuilt once, here, outside the lock).
+  filter.SetKey(key);
   Shard& shard = ShardFor(user_id);
   WriterLock lock(&shard.mu);
-  auto [it, inserted] = shard.users.try_emplace(std::move(key));
-  const int64_t before = inserted ? 0 : EntryBytes(it->first, it->second);
-  it->second = std::move(filter);
-  it->second.Touch(clock_->NowMs());
-  Account(shard, surface.id, inserted ? 1 : 0,
-          EntryBytes(it->first, it->second) - before);
+  auto it = shard.users.find(key);
+  const bool inserted = it == shard.users.end();
+  const int64_t before = inserted ? 0 : EntryBytes(it->filter);
+  if (inserted) {
+    it = shard.users.insert(StoredUser{std::move(filter)}).first;
+  } else {
+    it->filter = std::move(filter);
+  }
+  it->filter.Touch(clock_->NowMs());
+  Account(shard, surface.id, inserted ? 1 : 0, EntryBytes(it->filter) - before);
   if (inserted) AccountTable(shard);
 }
 

@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/functional/function_ref.h"
@@ -167,9 +168,9 @@ class ShardedFilterStore {
   int num_shards() const { return static_cast<int>(shards_.size()); }
   const Clock& clock() const { return *clock_; }
 
-  // Bytes a map entry costs beyond the UserFilter's own heap: the slot and
-  // an out-of-line key.
-  static size_t EntryOverheadBytes(const std::string& key);
+  // Bytes a map entry costs beyond the UserFilter's own allocation (which
+  // holds the key): the slot and its control byte.
+  static size_t EntryOverheadBytes();
 
   // --- Durability hooks (src/persist/) ---------------------------------
   // Every applied Record and DeleteUser is reported to `journal` under the
@@ -191,37 +192,41 @@ class ShardedFilterStore {
   void Clear();
 
  private:
-  // A user's filter plus when it was last read or written (clock ms), the
-  // LRU key of the memory ceiling. Reads touch it under the shared shard
-  // lock, hence atomic; it only moves forward, and a read that finds it
-  // current writes nothing, so hot users do not bounce the line.
-  struct StoredFilter : UserFilter {
-    StoredFilter() = default;
-    StoredFilter(StoredFilter&& o) noexcept
-        : UserFilter(std::move(o)),
-          last_active_ms(o.last_active_ms.load(std::memory_order_relaxed)) {}
-    StoredFilter& operator=(StoredFilter&& o) noexcept {
-      UserFilter::operator=(std::move(o));
-      last_active_ms.store(o.last_active_ms.load(std::memory_order_relaxed),
-                           std::memory_order_relaxed);
-      return *this;
-    }
-    StoredFilter& operator=(UserFilter&& f) noexcept {
-      UserFilter::operator=(std::move(f));
-      return *this;
-    }
-    void Touch(int64_t now_ms) const {
-      if (last_active_ms.load(std::memory_order_relaxed) < now_ms) {
-        last_active_ms.store(now_ms, std::memory_order_relaxed);
-      }
-    }
-    mutable std::atomic<int64_t> last_active_ms{0};
+  // A map entry is the user's filter alone: one pointer to one allocation
+  // that also holds the map key (surface id + user id, UserFilter::key) and
+  // the time the user was last read or written (clock ms, the LRU key of the
+  // memory ceiling, UserFilter::Touch). The set hashes and compares the key
+  // inside the allocation, and is looked up by key (heterogeneous lookup).
+  // `mutable`: a set's elements are const, but only the key must not change.
+  struct StoredUser {
+    mutable UserFilter filter;
   };
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(absl::string_view key) const {
+      return absl::Hash<absl::string_view>()(key);
+    }
+    size_t operator()(const StoredUser& u) const {
+      return (*this)(u.filter.key());
+    }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    static absl::string_view KeyOf(absl::string_view key) { return key; }
+    static absl::string_view KeyOf(const StoredUser& u) {
+      return u.filter.key();
+    }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return KeyOf(a) == KeyOf(b);
+    }
+  };
+  using UserSet = absl::flat_hash_set<StoredUser, KeyHash, KeyEq>;
 
   struct Shard {
     // std::shared_mutex underneath, so TSan sees it (annotated_mutex.h).
     mutable SharedMutex mu;
-    absl::flat_hash_map<std::string, StoredFilter> users ABSL_GUARDED_BY(mu);
+    UserSet users ABSL_GUARDED_BY(mu);
     // (capacity - size) * slot bytes of `users`, last accounted.
     int64_t table_slack_bytes ABSL_GUARDED_BY(mu) = 0;
     // Key of the next entry the eviction sampler examines ("" = begin()).
@@ -241,7 +246,7 @@ class ShardedFilterStore {
   void AccountTable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Evicts sampled least-recently-active users of `shard` (never `keep`)
   // until the store is under the ceiling or `keep` is all the shard holds.
-  void EvictForMemory(Shard& shard, const std::string& keep)
+  void EvictForMemory(Shard& shard, absl::string_view keep)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const Clock* const clock_;

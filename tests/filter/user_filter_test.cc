@@ -3,6 +3,7 @@
 #include "src/filter/user_filter.h"
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -210,6 +211,111 @@ TEST(UserFilterTest, StatsDescribeTheLiveSlices) {
             p.SliceEndMs(p.SliceIndexOf(kNow - 12 * kDay)) + p.retention_ms());
   EXPECT_EQ(st.bytes, f.MemoryBytes());
   EXPECT_GE(st.slice_stats[0].capacity, 100u);
+}
+
+// --- The one-allocation layout (user_filter.h, "Memory layout") ----------
+
+TEST(UserFilterLayoutTest, ATinyUserIsOneBlockPlusPackedTables) {
+  const FilterPolicy p = DefaultPolicy();
+  std::mt19937_64 rng(13);
+  const absl::string_view key("\x01\x00user-12345", 12);  // as the store's
+  UserFilter f(key);
+  EXPECT_EQ(f.slices().size(), 0u);
+  f.Record(p, Hashes(rng, 20, false), kNow);
+  ASSERT_EQ(f.slices().size(), 1u);
+  ASSERT_EQ(f.slices()[0].segments.size(), 1u);
+  EXPECT_EQ(f.slices()[0].segments[0].num_blocks(), 1u);
+  // 64 B of bits, 16 B header, 24 B slice, 16 B segment, 12 B key.
+  EXPECT_EQ(f.MemoryBytes(), 64u + 16 + 24 + 16 + 12);
+  EXPECT_EQ(sizeof(UserFilter), sizeof(void*));
+  EXPECT_EQ(f.key(), key);
+}
+
+TEST(UserFilterLayoutTest, BytesAreExactlyBlocksTablesAndKey) {
+  const FilterPolicy p = DefaultPolicy();
+  std::mt19937_64 rng(14);
+  UserFilter f("owner");
+  // Several slices, one of them grown to several segments.
+  f.Record(p, Hashes(rng, 300, false), kNow - 21 * kDay);
+  for (uint64_t h : Hashes(rng, 3000, false)) f.Record(p, {&h, 1}, kNow - 11 * kDay);
+  f.Record(p, Hashes(rng, 40, false), kNow);
+  size_t blocks = 0, segments = 0;
+  for (const UserFilter::Slice& s : f.slices()) {
+    for (const UserFilter::Segment& seg : s.segments) {
+      blocks += seg.num_blocks();
+      ++segments;
+    }
+  }
+  ASSERT_GT(segments, f.slices().size());
+  EXPECT_EQ(f.MemoryBytes(), blocks * 64 + 16 + f.slices().size() * 24 +
+                                 segments * 16 + 5);
+  EXPECT_EQ(f.key(), "owner");
+}
+
+TEST(UserFilterLayoutTest, BlocksOfMultiBlockFiltersAreCacheLineAligned) {
+  const FilterPolicy p = DefaultPolicy();
+  std::mt19937_64 rng(15);
+  UserFilter f("k");
+  f.Record(p, Hashes(rng, 2000, false), kNow - 6 * kDay);
+  for (uint64_t h : Hashes(rng, 500, false)) f.Record(p, {&h, 1}, kNow);
+  for (const UserFilter::Slice& s : f.slices()) {
+    for (const UserFilter::Segment& seg : s.segments) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(seg.words()) % 64, 0u);
+    }
+  }
+}
+
+TEST(UserFilterLayoutTest, KeyAndLastActiveSurviveEveryRebuild) {
+  const FilterPolicy p = DefaultPolicy();
+  std::mt19937_64 rng(16);
+  UserFilter f("alice");
+  f.Touch(kNow);
+  f.Touch(kNow - 5);  // never moves back
+  std::vector<uint64_t> all;
+  for (int day : {25, 12, 0}) {
+    const std::vector<uint64_t> items = Hashes(rng, 200, false);
+    for (uint64_t h : items) f.Record(p, {&h, 1}, kNow - day * kDay);
+    all.insert(all.end(), items.begin(), items.end());
+    EXPECT_EQ(f.key(), "alice");
+    EXPECT_EQ(f.last_active_ms(), kNow);
+  }
+  ExpectAllContained(f, p, kNow, all);
+  f.SetKey("bob");
+  EXPECT_EQ(f.key(), "bob");
+  EXPECT_EQ(f.last_active_ms(), kNow);
+  ExpectAllContained(f, p, kNow, all);
+  EXPECT_EQ(f.DropExpired(p, kNow + 40 * kDay), 3);
+  EXPECT_TRUE(f.slices().empty());
+  EXPECT_EQ(f.key(), "bob");
+  EXPECT_EQ(f.MemoryBytes(), 16u + 3);
+}
+
+TEST(UserFilterLayoutTest, KeysOf64KiBAndMoreKeepTheirLength) {
+  const FilterPolicy p = DefaultPolicy();
+  for (size_t len : {65534u, 65535u, 70000u}) {
+    const std::string key(len, 'x');
+    UserFilter f(key);
+    const uint64_t h = HashItemId(1);
+    f.Record(p, {&h, 1}, kNow);
+    EXPECT_EQ(f.key(), key) << len;
+    EXPECT_TRUE(f.MayContain(p, kNow, h));
+  }
+}
+
+TEST(UserFilterLayoutTest, MovesTransferTheAllocation) {
+  const FilterPolicy p = DefaultPolicy();
+  const uint64_t h = HashItemId(7);
+  UserFilter a("a");
+  a.Record(p, {&h, 1}, kNow);
+  const size_t bytes = a.MemoryBytes();
+  UserFilter b(std::move(a));
+  EXPECT_EQ(a.MemoryBytes(), 0u);  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(b.MayContain(p, kNow, h));
+  EXPECT_EQ(b.MemoryBytes(), bytes);
+  UserFilter c("c");
+  c = std::move(b);
+  EXPECT_EQ(c.key(), "a");
+  EXPECT_TRUE(c.MayContain(p, kNow, h));
 }
 
 }  // namespace

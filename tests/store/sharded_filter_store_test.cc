@@ -192,6 +192,41 @@ TEST_P(ShardedFilterStoreTest, EventsSlightlyInTheFutureAreRecordedNow) {
   EXPECT_EQ(stats->newest_exposure_ms, clock_.NowMs());
 }
 
+// The map entry is one pointer (plus a control byte); the user id lives
+// once, inside the filter's single allocation (user_filter.h).
+TEST_P(ShardedFilterStoreTest, ATinyUserCostsOneBlockPlusPackedTablesAllIn) {
+  RecordOne(*store_, *home_, "user-1234", IdHashes(5, 20));
+  std::optional<UserFilterStats> stats =
+      store_->GetUserStats(*home_, "user-1234");
+  ASSERT_TRUE(stats.has_value());
+  const uint64_t filter = 64 + 16 + 24 + 16 + (2 + 9);  // blocks .. key
+  EXPECT_EQ(ShardedFilterStore::EntryOverheadBytes(), sizeof(void*) + 1);
+  EXPECT_EQ(stats->bytes, filter + sizeof(void*) + 1);
+  EXPECT_EQ(Usage().bytes, stats->bytes);
+}
+
+TEST_P(ShardedFilterStoreTest, UsersWithLongAndSimilarIdsStayDistinct) {
+  const std::string long_id(300, 'u');
+  const std::vector<std::string> ids = {"a", "ab", long_id, long_id + "v",
+                                        std::string("n\0ul", 4)};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    RecordOne(*store_, *home_, ids[i], IdHashes(100 * i, 10));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(CountRemoved(KeepMask(*store_, *home_, ids[i],
+                                    IdHashes(100 * i, 10))),
+              10)
+        << i;
+    std::optional<UserFilterStats> stats = store_->GetUserStats(*home_, ids[i]);
+    ASSERT_TRUE(stats.has_value());
+    EXPECT_EQ(stats->items, 10u);
+  }
+  EXPECT_EQ(Usage().users, ids.size());
+  EXPECT_TRUE(store_->DeleteUser(*home_, long_id));
+  EXPECT_FALSE(store_->GetUserStats(*home_, long_id).has_value());
+  EXPECT_TRUE(store_->GetUserStats(*home_, long_id + "v").has_value());
+}
+
 TEST_P(ShardedFilterStoreTest, HistoryAgesOutAfterRetentionPlusSliceSpan) {
   const std::vector<uint64_t> items = IdHashes(1, 50);
   RecordOne(*store_, *home_, "alice", items);

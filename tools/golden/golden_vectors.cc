@@ -187,7 +187,7 @@ Builder MaxGeometry() {
   const int64_t newest = b.policy.SliceIndexOf(kNowMs);
   SplitMix64 rng(3);
   for (int s = 0; s < FilterPolicy::kMaxLiveSlices; ++s) {
-    UserFilter::Slice slice;
+    UserFilter::SliceData slice;
     slice.index = newest - (FilterPolicy::kMaxLiveSlices - 1) + s;
     slice.min_event_ms = b.policy.SliceStartMs(slice.index);
     slice.max_event_ms = slice.min_event_ms;

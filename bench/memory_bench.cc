@@ -1,0 +1,160 @@
+// All-in memory per user measured through the store: what
+// ShardedFilterStore accounts (filter allocation + map slot, the figure the
+// memory ceiling and GetServerStats use), the same plus the hash tables'
+// empty slots, and what glibc's heap really grew by (mallinfo2: includes
+// malloc's per-chunk headers and alignment padding, which the accounting
+// leaves out), with the measured false-positive rate of the stored filters.
+//   build/bench/memory_bench
+// Not a timing: every benchmark runs its loop once. Figures:
+// docs/performance.md, "Memory per user".
+#include <benchmark/benchmark.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "exposure_filter/item_hash.h"
+#include "src/store/clock.h"
+#include "src/store/sharded_filter_store.h"
+#include "src/store/surface_registry.h"
+
+namespace exposure_filter {
+namespace {
+
+constexpr int64_t kDay = 24 * 3600 * 1000LL;
+// 2026-11-22T03:00Z: inside a 5-day slice, like the other benches' "now".
+constexpr int64_t kNow = 1795392000000LL + 3 * 3600 * 1000LL;
+
+std::vector<uint64_t> RandomHashes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> h(n);
+  for (uint64_t& x : h) x = HashItemId(rng());
+  return h;
+}
+
+// 12-byte user ids, a typical size ("u" + 11 digits).
+std::string UserId(int u) { return absl::StrFormat("u%011d", u); }
+
+struct Population {
+  ManualClock clock{kNow};
+  std::unique_ptr<SurfaceRegistry> registry;
+  std::unique_ptr<ShardedFilterStore> store;
+  const Surface* surface = nullptr;
+
+  Population() {
+    registry = *SurfaceRegistry::Create(FilterPolicyOptions{}, {}, 8);
+    store = std::make_unique<ShardedFilterStore>(64, &clock, registry.get());
+    surface = *registry->GetOrCreate("homefeed");
+  }
+  // `items` exposures spread evenly over `slices` 5-day slices of the
+  // 30-day window (oldest first, so each new slice seals the one before),
+  // recorded `batch` items per call.
+  void AddUser(int u, const std::vector<uint64_t>& items, int slices,
+               size_t batch) {
+    const std::string id = UserId(u);
+    const size_t per_slice = (items.size() + slices - 1) / slices;
+    for (int s = slices - 1; s >= 0; --s) {
+      const size_t begin = std::min(items.size(), s * per_slice);
+      const size_t end = std::min(items.size(), begin + per_slice);
+      for (size_t i = begin; i < end; i += batch) {
+        const UserExposures ue{
+            id, {items.data() + i, std::min(batch, end - i)},
+            kNow - s * 5 * kDay};
+        store->Record(*surface, {&ue, 1});
+      }
+    }
+  }
+  // Fraction of `fresh` the user's stored filter drops.
+  double FpRate(int u, const std::vector<uint64_t>& fresh) const {
+    std::vector<uint8_t> keep(fresh.size(), 1);
+    store->RemoveExposed(*surface, UserId(u), fresh, keep.data());
+    return static_cast<double>(std::count(keep.begin(), keep.end(), 0)) /
+           fresh.size();
+  }
+};
+
+void Report(benchmark::State& state, const Population& p, size_t heap_before,
+            int users, double items) {
+  const StoreUsage usage = p.store->Usage(p.registry->All().size());
+  const size_t heap = mallinfo2().uordblks - heap_before;
+  state.counters["users"] = users;
+  state.counters["accounted_B_per_user"] =
+      static_cast<double>(usage.bytes) / users;
+  state.counters["with_table_slack_B_per_user"] =
+      static_cast<double>(p.store->total_bytes()) / users;
+  state.counters["malloc_heap_B_per_user"] = static_cast<double>(heap) / users;
+  state.counters["bits_per_item"] = 8.0 * usage.bytes / items;
+}
+
+// range(0) items per user over min(7, items) slices, range(1) per call.
+void BM_StoreBytesPerUser(benchmark::State& state) {
+  const size_t items = static_cast<size_t>(state.range(0));
+  const size_t batch = static_cast<size_t>(state.range(1));
+  // ~10-20 MB of filters per configuration.
+  const int users = static_cast<int>(std::clamp<size_t>(
+      20'000'000 / (items * 2 + 200), 200, 100'000));
+  for (auto _ : state) {
+    const size_t heap_before = mallinfo2().uordblks;
+    Population p;
+    for (int u = 0; u < users; ++u) {
+      p.AddUser(u, RandomHashes(items, 1000 + u),
+                static_cast<int>(std::min<size_t>(7, items)), batch);
+    }
+    const std::vector<uint64_t> fresh = RandomHashes(100'000, 7);
+    double worst_fp = 0;
+    for (int u = 0; u < std::min(users, 20); ++u) {
+      worst_fp = std::max(worst_fp, p.FpRate(u, fresh));
+    }
+    Report(state, p, heap_before, users, static_cast<double>(users) * items);
+    state.counters["worst_fp_20_users"] = worst_fp;
+  }
+}
+BENCHMARK(BM_StoreBytesPerUser)
+    ->Args({20, 20})
+    ->Args({20, 1})
+    ->Args({200, 20})
+    ->Args({2000, 1000000})
+    ->Args({2000, 20})
+    ->Args({2000, 1})
+    ->Args({20000, 20})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// A population whose per-user volumes follow Zipf (exponent 1) over 1 to
+// 50,000 items, 20 per call, spread over the window.
+void BM_StoreBytesPerUserZipf(benchmark::State& state) {
+  constexpr int kUsers = 2000;
+  constexpr double kMax = 50000;
+  for (auto _ : state) {
+    const size_t heap_before = mallinfo2().uordblks;
+    Population p;
+    std::mt19937_64 rng(21);
+    std::uniform_real_distribution<double> u01(0, 1);
+    double items = 0;
+    int largest = 0;
+    size_t largest_n = 0;
+    for (int u = 0; u < kUsers; ++u) {
+      // Inverse CDF of the continuous 1/x law on [1, kMax].
+      const size_t n = static_cast<size_t>(std::pow(kMax, u01(rng)));
+      p.AddUser(u, RandomHashes(n, 5000 + u),
+                static_cast<int>(std::min<size_t>(7, n)), 20);
+      items += n;
+      if (n > largest_n) largest_n = n, largest = u;
+    }
+    Report(state, p, heap_before, kUsers, items);
+    state.counters["avg_items_per_user"] = items / kUsers;
+    state.counters["fp_largest_user"] =
+        p.FpRate(largest, RandomHashes(200'000, 8));
+  }
+}
+BENCHMARK(BM_StoreBytesPerUserZipf)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace exposure_filter
+
+BENCHMARK_MAIN();
