@@ -87,8 +87,9 @@ UserFilter::SliceList::Iterator UserFilter::SliceList::begin() const {
   if (h_ == nullptr) return Iterator(nullptr, nullptr, nullptr, nullptr);
   auto* slices = reinterpret_cast<const SliceMeta*>(h_ + 1);
   auto* segs = reinterpret_cast<const SegmentMeta*>(slices + h_->num_slices);
-  auto* words = reinterpret_cast<const uint64_t*>(
-      reinterpret_cast<const char*>(h_) - size_t{h_->total_blocks} * kBlockBytes);
+  auto* words =
+      reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(h_) -
+                                        size_t{h_->total_blocks} * kBlockBytes);
   return Iterator(slices, segs, segs + h_->num_segments, words);
 }
 
@@ -109,7 +110,8 @@ UserFilter::Slice UserFilter::SliceList::operator[](size_t i) const {
 size_t UserFilter::AllocationBytes(uint32_t total_blocks, int slices,
                                    int segments, size_t key_len) {
   return size_t{total_blocks} * kBlockBytes + sizeof(Header) +
-         slices * sizeof(SliceMeta) + segments * sizeof(SegmentMeta) + KeyBytes(key_len);
+         slices * sizeof(SliceMeta) + segments * sizeof(SegmentMeta) +
+         KeyBytes(key_len);
 }
 
 void UserFilter::Free(Header* h) {
@@ -120,7 +122,7 @@ void UserFilter::Free(Header* h) {
   if (Aligned(total)) {
     ::operator delete (base, std::align_val_t{kBlockBytes});
   } else {
-    ::operator delete (base);
+    ::operator delete(base);
   }
 }
 
@@ -139,7 +141,8 @@ UserFilter& UserFilter::operator=(UserFilter&& o) noexcept {
 
 absl::string_view UserFilter::key() const {
   if (h_ == nullptr) return {};
-  const char* p = reinterpret_cast<const char*>(segment_table() + h_->num_segments);
+  const char* p =
+      reinterpret_cast<const char*>(segment_table() + h_->num_segments);
   if (h_->key_len != kLongKey) return absl::string_view(p, h_->key_len);
   uint32_t len;
   std::memcpy(&len, p, sizeof(len));
@@ -186,14 +189,14 @@ void UserFilter::Rebuild(const std::vector<SlicePlan>& plan,
   const uint32_t total32 = static_cast<uint32_t>(total);
   char* base = static_cast<char*>(
       Aligned(total32) ? ::operator new (bytes, std::align_val_t{kBlockBytes})
-                       : ::operator new (bytes));
+                       : ::operator new(bytes));
   auto* h = reinterpret_cast<Header*>(base + size_t{total32} * kBlockBytes);
-  new (h) Header{{last_active_ms()},
-                 total32,
-                 static_cast<uint8_t>(slices),
-                 static_cast<uint8_t>(segments),
-                 key.size() >= kLongKey ? kLongKey
-                                        : static_cast<uint16_t>(key.size())};
+  new (h) Header{
+      {last_active_ms()},
+      total32,
+      static_cast<uint8_t>(slices),
+      static_cast<uint8_t>(segments),
+      key.size() >= kLongKey ? kLongKey : static_cast<uint16_t>(key.size())};
   auto* words = reinterpret_cast<uint64_t*>(base);
   auto* slice_out = reinterpret_cast<SliceMeta*>(h + 1);
   auto* seg_out = reinterpret_cast<SegmentMeta*>(slice_out + slices);
@@ -397,10 +400,9 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       // Room for 4x the slice so far, and for the rest of this batch.
       uint64_t slice_count = 0;
       for (int j = 0; j < levels; ++j) slice_count += segs[j].count;
-      const uint64_t want =
-          std::max({policy.min_capacity(),
-                    slice_count * FilterPolicy::kGrowthFactor,
-                    static_cast<uint64_t>(hashes.size() - i)});
+      const uint64_t want = std::max(
+          {policy.min_capacity(), slice_count * FilterPolicy::kGrowthFactor,
+           static_cast<uint64_t>(hashes.size() - i)});
       std::vector<SlicePlan> plan = Plan();
       plan[pos].segments.push_back(
           SegmentPlan{NewSegment(policy, levels, want), nullptr});
@@ -414,9 +416,9 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       }
       active = &segs[levels - 1];
     }
-    BlockAdd(active_words +
-                 size_t{BlockIndex(h, active->num_blocks)} * kBlockWords,
-             h, active->k);
+    BlockAdd(
+        active_words + size_t{BlockIndex(h, active->num_blocks)} * kBlockWords,
+        h, active->k);
     if (active->count < kMaxCount32) ++active->count;
     ++added;
   }

@@ -272,9 +272,8 @@ class UserFilter {
   // filter without allocation. Touch only moves it forward, and a read that
   // finds it current writes nothing, so hot users do not bounce the line.
   int64_t last_active_ms() const {
-    return h_ == nullptr
-               ? 0
-               : h_->last_active_ms.load(std::memory_order_relaxed);
+    return h_ == nullptr ? 0
+                         : h_->last_active_ms.load(std::memory_order_relaxed);
   }
   void Touch(int64_t now_ms) const {
     if (h_ != nullptr &&
@@ -314,8 +313,8 @@ class UserFilter {
   // Replaces the allocation with one holding `plan` (and the current key and
   // last-active time); copies the bits from the plan's sources first.
   void Rebuild(const std::vector<SlicePlan>& plan, absl::string_view key);
-  static size_t AllocationBytes(uint32_t total_blocks, int slices,
-                                int segments, size_t key_len);
+  static size_t AllocationBytes(uint32_t total_blocks, int slices, int segments,
+                                size_t key_len);
   static void Free(Header* h);
 
   // Position of the slice `index`, created with room for at least

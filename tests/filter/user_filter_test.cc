@@ -2,11 +2,11 @@
 // the same items, so a failure reproduces.
 #include "src/filter/user_filter.h"
 
+#include <gtest/gtest.h>
+
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "exposure_filter/item_hash.h"
 
@@ -40,8 +40,8 @@ double MeasuredFpRate(const UserFilter& f, const FilterPolicy& p, int64_t now,
   return static_cast<double>(fp) / probes;
 }
 
-void ExpectAllContained(const UserFilter& f, const FilterPolicy& p,
-                        int64_t now, const std::vector<uint64_t>& recorded) {
+void ExpectAllContained(const UserFilter& f, const FilterPolicy& p, int64_t now,
+                        const std::vector<uint64_t>& recorded) {
   std::vector<uint8_t> keep(recorded.size(), 1);
   f.RemoveExposed(p, now, recorded, keep.data());
   for (size_t i = 0; i < recorded.size(); ++i) {
@@ -85,7 +85,8 @@ TEST_P(VolumeTest, NoFalseNegativesAndFpWithinDeltaSpreadOverTheWindow) {
     f.Record(p, {&items[i], 1}, t);
   }
   ExpectAllContained(f, p, kNow, items);
-  EXPECT_LE(f.Stats(p, kNow).slices, static_cast<uint32_t>(p.max_live_slices()));
+  EXPECT_LE(f.Stats(p, kNow).slices,
+            static_cast<uint32_t>(p.max_live_slices()));
   EXPECT_LE(MeasuredFpRate(f, p, kNow, rng, 200000), p.fp_rate());
 }
 
@@ -237,7 +238,8 @@ TEST(UserFilterLayoutTest, BytesAreExactlyBlocksTablesAndKey) {
   UserFilter f("owner");
   // Several slices, one of them grown to several segments.
   f.Record(p, Hashes(rng, 300, false), kNow - 21 * kDay);
-  for (uint64_t h : Hashes(rng, 3000, false)) f.Record(p, {&h, 1}, kNow - 11 * kDay);
+  for (uint64_t h : Hashes(rng, 3000, false))
+    f.Record(p, {&h, 1}, kNow - 11 * kDay);
   f.Record(p, Hashes(rng, 40, false), kNow);
   size_t blocks = 0, segments = 0;
   for (const UserFilter::Slice& s : f.slices()) {
@@ -247,8 +249,8 @@ TEST(UserFilterLayoutTest, BytesAreExactlyBlocksTablesAndKey) {
     }
   }
   ASSERT_GT(segments, f.slices().size());
-  EXPECT_EQ(f.MemoryBytes(), blocks * 64 + 16 + f.slices().size() * 24 +
-                                 segments * 16 + 5);
+  EXPECT_EQ(f.MemoryBytes(),
+            blocks * 64 + 16 + f.slices().size() * 24 + segments * 16 + 5);
   EXPECT_EQ(f.key(), "owner");
 }
 

@@ -213,9 +213,9 @@ TEST_P(ShardedFilterStoreTest, UsersWithLongAndSimilarIdsStayDistinct) {
     RecordOne(*store_, *home_, ids[i], IdHashes(100 * i, 10));
   }
   for (size_t i = 0; i < ids.size(); ++i) {
-    EXPECT_EQ(CountRemoved(KeepMask(*store_, *home_, ids[i],
-                                    IdHashes(100 * i, 10))),
-              10)
+    EXPECT_EQ(
+        CountRemoved(KeepMask(*store_, *home_, ids[i], IdHashes(100 * i, 10))),
+        10)
         << i;
     std::optional<UserFilterStats> stats = store_->GetUserStats(*home_, ids[i]);
     ASSERT_TRUE(stats.has_value());
