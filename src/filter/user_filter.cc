@@ -425,7 +425,18 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   return added;
 }
 
-void UserFilter::AppendSlice(SliceData slice) {
+bool UserFilter::AppendSlice(SliceData slice) {
+  constexpr int kMaxTableEntries = std::numeric_limits<uint8_t>::max();
+  if (slice.segments.empty() ||
+      slice.segments.size() > FilterPolicy::kMaxSegmentsPerSlice ||
+      num_slices() + 1 > kMaxTableEntries ||
+      (h_ == nullptr ? 0 : h_->num_segments) + slice.segments.size() >
+          kMaxTableEntries) {
+    return false;
+  }
+  uint64_t blocks = h_ == nullptr ? 0 : h_->total_blocks;
+  for (const BloomSegment& seg : slice.segments) blocks += seg.num_blocks();
+  if (blocks > std::numeric_limits<uint32_t>::max()) return false;
   std::vector<SlicePlan> plan = Plan();
   SlicePlan s;
   s.meta = SliceMeta{slice.index, slice.min_event_ms, slice.max_event_ms};
@@ -441,6 +452,7 @@ void UserFilter::AppendSlice(SliceData slice) {
   }
   plan.push_back(std::move(s));
   Rebuild(plan, key());
+  return true;
 }
 
 // --- Reads -----------------------------------------------------------------

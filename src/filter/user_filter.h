@@ -262,7 +262,11 @@ class UserFilter {
   // dropped (check policy.SliceLive).
   SliceList slices() const { return SliceList(h_); }
   // For decoding a snapshot: appends a slice (ascending index order).
-  void AppendSlice(SliceData slice);
+  // False (and nothing appended) if the slice has no segment or more than
+  // FilterPolicy::kMaxSegmentsPerSlice, or if the filter would exceed what
+  // the packed tables hold (255 slices, 255 segments, 2^32 - 1 blocks; a
+  // live filter has at most 9 slices of 8 segments).
+  bool AppendSlice(SliceData slice);
 
   // The owner's key ("" if none was given).
   absl::string_view key() const;

@@ -134,7 +134,7 @@ bool DecodeUser(absl::string_view body, uint16_t* surface_id,
       seg.Assign(reinterpret_cast<const uint64_t*>(bits.data()), count);
       slice.segments.push_back(std::move(seg));
     }
-    filter->AppendSlice(std::move(slice));
+    if (!filter->AppendSlice(std::move(slice))) return false;
   }
   return r.remaining() == 0;
 }

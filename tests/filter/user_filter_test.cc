@@ -304,6 +304,29 @@ TEST(UserFilterLayoutTest, KeysOf64KiBAndMoreKeepTheirLength) {
   }
 }
 
+TEST(UserFilterLayoutTest, AppendSliceRejectsWhatThePackedTablesCannotHold) {
+  UserFilter f;
+  EXPECT_FALSE(f.AppendSlice({}));  // a slice without a segment
+  EXPECT_TRUE(f.slices().empty());
+  // 31 slices of 8 segments: 248 of the 255 segments the table holds.
+  for (int i = 0; i < 31; ++i) {
+    UserFilter::SliceData s;
+    s.index = i;
+    for (int j = 0; j < FilterPolicy::kMaxSegmentsPerSlice; ++j) {
+      s.segments.emplace_back(1, 4, 10);
+    }
+    ASSERT_TRUE(f.AppendSlice(std::move(s))) << i;
+  }
+  UserFilter::SliceData more;
+  more.index = 31;
+  for (int j = 0; j < FilterPolicy::kMaxSegmentsPerSlice; ++j) {
+    more.segments.emplace_back(1, 4, 10);
+  }
+  EXPECT_FALSE(f.AppendSlice(std::move(more)));
+  EXPECT_EQ(f.slices().size(), 31u);
+  EXPECT_EQ(f.slices().back().segments.size(), 8u);
+}
+
 TEST(UserFilterLayoutTest, MovesTransferTheAllocation) {
   const FilterPolicy p = DefaultPolicy();
   const uint64_t h = HashItemId(7);
