@@ -166,7 +166,7 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
     // a record replay cannot pass.
     if (absl::Status s = Snapshot(); !s.ok()) {
       spdlog::error("recovery: snapshot after corruption failed: {}",
-                    s.ToString());
+                    s.ToString(absl::StatusToStringMode::kWithNoExtraData));
     }
   }
   sync_thread_ = std::thread([this] { SyncLoop(); });
@@ -485,7 +485,7 @@ void StoreDurability::LogSnapshotFailure(uint64_t seq, const absl::Status& s) {
   spdlog::error(
       "snapshot {} failed: {}{}; the previous snapshot and the log it needs "
       "are kept{}",
-      seq, s.ToString(),
+      seq, std::string(s.message()),
       failure_logs_held_ > 0 ? absl::StrCat(" (", failure_logs_held_,
                                             " failures since the last "
                                             "line)")
@@ -513,7 +513,7 @@ void StoreDurability::RemoveObsoleteFiles(uint64_t newest) {
   for (const std::string& path : doomed) {
     if (::unlink(path.c_str()) != 0) {
       spdlog::warn("cannot remove obsolete {}: {}", path,
-                   ErrnoStatus("unlink", path).ToString());
+                   std::string(ErrnoStatus("unlink", path).message()));
     }
   }
 }

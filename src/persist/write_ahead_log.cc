@@ -236,7 +236,7 @@ absl::StatusOr<uint64_t> WriteAheadLog::RotateAfterFailureLocked() {
     if (::ftruncate(old_fd, static_cast<off_t>(whole)) != 0) {
       spdlog::warn("cannot cut poisoned log segment {} back to {} bytes: {}",
                    old_path, whole,
-                   ErrnoStatus("ftruncate", old_path).ToString());
+                   std::string(ErrnoStatus("ftruncate", old_path).message()));
     }
     ::close(old_fd);
   }

@@ -264,7 +264,7 @@ void ExposureFilterServer::Shutdown() {
         spdlog::error(
             "final snapshot failed (the log still holds every "
             "write): {}",
-            st.ToString());
+            st.ToString(absl::StatusToStringMode::kWithNoExtraData));
       }
     }
     uint64_t failed = 0;

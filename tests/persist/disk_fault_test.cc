@@ -49,7 +49,8 @@ class DiskFaultTest : public ::testing::Test {
 
   std::unique_ptr<Life> Boot(FsyncPolicy fsync = FsyncPolicy::kAlways,
                              DiskIo* io = nullptr) {
-    auto life = std::make_unique<Life>(Life{StoreUnderTest(&clock_), nullptr});
+    auto life =
+        std::make_unique<Life>(Life{StoreUnderTest(&clock_), nullptr, {}});
     DurabilityOptions o;
     o.data_dir = dir();
     o.fsync = fsync;

@@ -251,6 +251,8 @@ class DiskFaultServerTest : public ::testing::Test {
   }
 
   ManualClock clock_{kNowMs};
+  // Declared before the server: unmounted after it has shut down.
+  std::unique_ptr<Tmpfs> fs_;
   std::unique_ptr<ExposureFilterServer> server_;
   std::unique_ptr<exposure::v1::ExposureFilter::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
@@ -259,7 +261,8 @@ class DiskFaultServerTest : public ::testing::Test {
 };
 
 TEST_F(DiskFaultServerTest, FullDiskRefusesWritesAndResumesWhenSpaceReturns) {
-  Tmpfs fs("4m");
+  fs_ = std::make_unique<Tmpfs>("4m");
+  Tmpfs& fs = *fs_;
   if (!fs.ok()) GTEST_SKIP() << fs.error();
   const std::string data_dir = fs.path() + "/data";
   StartServer(data_dir);
@@ -315,7 +318,8 @@ TEST_F(DiskFaultServerTest, FullDiskRefusesWritesAndResumesWhenSpaceReturns) {
 }
 
 TEST_F(DiskFaultServerTest, ReadOnlyDataDirRefusesWritesUntilWritableAgain) {
-  Tmpfs fs("16m");
+  fs_ = std::make_unique<Tmpfs>("16m");
+  Tmpfs& fs = *fs_;
   if (!fs.ok()) GTEST_SKIP() << fs.error();
   const std::string data_dir = fs.path() + "/data";
   StartServer(data_dir);
