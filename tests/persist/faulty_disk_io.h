@@ -15,8 +15,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
-#include "absl/synchronization/mutex.h"
 #include "src/persist/posix_file.h"
+#include "src/store/annotated_mutex.h"
 
 namespace exposure_filter::testing_util {
 
@@ -25,22 +25,22 @@ class FaultyDiskIo : public DiskIo {
   // Writes to matching files fail with `err` once `allow_bytes` more bytes
   // have been written to them.
   void FailWrites(std::string path_part, int err, size_t allow_bytes = 0) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     writes_ = Rule{std::move(path_part), err, allow_bytes};
   }
   // fdatasync (and directory fsync) of matching paths fail with `err`.
   void FailSyncs(std::string path_part, int err) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     syncs_ = Rule{std::move(path_part), err, 0};
   }
   void Heal() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     writes_.reset();
     syncs_.reset();
   }
   // fdatasync calls made on `path` (failed ones included).
   int SyncCalls(const std::string& path) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = sync_calls_.find(path);
     return it == sync_calls_.end() ? 0 : it->second;
   }
@@ -48,7 +48,7 @@ class FaultyDiskIo : public DiskIo {
   ssize_t Write(int fd, const char* data, size_t size,
                 absl::string_view path) override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (writes_.has_value() && absl::StrContains(path, writes_->path_part)) {
         if (writes_->allow_bytes == 0) {
           errno = writes_->err;
@@ -62,7 +62,7 @@ class FaultyDiskIo : public DiskIo {
   }
   int Fdatasync(int fd, absl::string_view path) override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ++sync_calls_[std::string(path)];
       if (syncs_.has_value() && absl::StrContains(path, syncs_->path_part)) {
         errno = syncs_->err;
@@ -73,7 +73,7 @@ class FaultyDiskIo : public DiskIo {
   }
   int FsyncDirectory(int fd, absl::string_view path) override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (syncs_.has_value() && absl::StrContains(path, syncs_->path_part)) {
         errno = syncs_->err;
         return -1;
@@ -88,7 +88,9 @@ class FaultyDiskIo : public DiskIo {
     int err;
     size_t allow_bytes;
   };
-  mutable absl::Mutex mu_;
+  // std::mutex underneath, which TSan sees (Debian's absl is not
+  // instrumented).
+  mutable Mutex mu_;
   std::optional<Rule> writes_ ABSL_GUARDED_BY(mu_);
   std::optional<Rule> syncs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> sync_calls_ ABSL_GUARDED_BY(mu_);
