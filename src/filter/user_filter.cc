@@ -91,6 +91,18 @@ UserFilter::Slice& UserFilter::SliceFor(const FilterPolicy& policy,
       slices_.begin(), slices_.end(), index,
       [](const Slice& s, int64_t i) { return s.index < i; });
   if (it != slices_.end() && it->index == index) return *it;
+  // At most max_live_slices slices exist once the aged ones are dropped
+  // (the caller drops them first), because the window holds no more slice
+  // positions, unless the wall clock stepped back: slices written before
+  // the step are then "in the future" and the event's own slice would be
+  // one too many (more segments per lookup than the FP budget is split
+  // over, and a pulled filter past the format's segment limit). The event
+  // then goes into the nearest newer slice, which outlives its own: it is
+  // remembered a little longer, never shorter (docs/reliability.md).
+  if (static_cast<int>(slices_.size()) >= policy.max_live_slices() &&
+      it != slices_.end()) {
+    return *it;
+  }
   // Predict this slice's volume from the slice before it (the user's recent
   // rate); 12.5% headroom absorbs small variation without a second segment,
   // and a larger burst grows a segment that sealing folds back down.

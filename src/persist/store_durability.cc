@@ -74,7 +74,7 @@ StoreDurability::~StoreDurability() {
 }
 
 absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
-  const absl::Time start = absl::Now();
+  const absl::Time start = MonotonicTime();
   absl::StatusOr<DataDir::Listing> listing = dir_->List();
   if (!listing.ok()) return listing.status();
   RecoveryReport report;
@@ -144,10 +144,10 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
   {
     MutexLock lock(&snapshot_mu_);
     latest_snapshot_ = report.snapshot_seq;
-    last_snapshot_time_ = absl::Now();
+    last_snapshot_time_ = MonotonicTime();
   }
   store_->SetJournal(this);
-  report.duration = absl::Now() - start;
+  report.duration = MonotonicTime() - start;
   spdlog::info(
       "recovery: {} users from snapshot {} ({} aged out), {} log records "
       "from {} segments, {} torn tail bytes skipped, in {}",
@@ -395,7 +395,7 @@ absl::Status StoreDurability::SnapshotLocked() {
   if (wal_ == nullptr) {
     return absl::FailedPreconditionError("durability not recovered yet");
   }
-  const absl::Time start = absl::Now();
+  const absl::Time start = MonotonicTime();
   // Everything logged in segments <= covered is already in the store (it
   // was applied under the shard lock before it was appended).
   absl::StatusOr<uint64_t> covered = absl::UnknownError("not rotated");
@@ -442,7 +442,7 @@ absl::Status StoreDurability::SnapshotLocked() {
   last_snapshot_users_ = written->users;
   spdlog::info("snapshot {}: {} users, {} bytes in {}", *covered,
                written->users, written->bytes,
-               absl::FormatDuration(absl::Now() - start));
+               absl::FormatDuration(MonotonicTime() - start));
   if (latest_snapshot_ != 0) fallback_snapshot_ = latest_snapshot_;
   latest_snapshot_ = *covered;
   RemoveObsoleteFiles(*covered);
@@ -498,8 +498,8 @@ void StoreDurability::SnapshotLoop() {
     {
       MutexLock snap(&snapshot_mu_);
       const bool due =
-          (by_time &&
-           absl::Now() - last_snapshot_time_ >= options_.snapshot_interval) ||
+          (by_time && MonotonicTime() - last_snapshot_time_ >=
+                          options_.snapshot_interval) ||
           (by_size && wal_->segment_bytes() >= options_.snapshot_wal_bytes);
       // A failed snapshot is logged and retried at the next trigger; the
       // log keeps everything meanwhile.

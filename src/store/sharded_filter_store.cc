@@ -128,7 +128,7 @@ RecordCounts ShardedFilterStore::Record(const Surface& surface,
     const int64_t before = inserted ? 0 : EntryBytes(it->first, filter);
     filter.DropExpired(policy, now);
     filter.Record(policy, ue.item_hashes, event);
-    filter.Touch(now);
+    filter.Touch(clock_->MonotonicMs());
     if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
       journal->OnRecord(surface.name, ue.user_id, event, ue.item_hashes);
     }
@@ -195,7 +195,7 @@ void ShardedFilterStore::RemoveExposed(const Surface& surface,
   ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return;
-  it->second.Touch(now);
+  it->second.Touch(clock_->MonotonicMs());
   it->second.RemoveExposed(surface.policy, now, item_hashes, keep);
 }
 
@@ -211,7 +211,7 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
   if (surface != nullptr) {
     auto it = shard.users.find(MakeKey(surface->id, user_id));
     if (it != shard.users.end()) {
-      it->second.Touch(now);
+      it->second.Touch(clock_->MonotonicMs());
       filter = &it->second;
     }
   }
@@ -345,7 +345,7 @@ void ShardedFilterStore::LoadUser(const Surface& surface,
   auto [it, inserted] = shard.users.try_emplace(std::move(key));
   const int64_t before = inserted ? 0 : EntryBytes(it->first, it->second);
   it->second = std::move(filter);
-  it->second.Touch(clock_->NowMs());
+  it->second.Touch(clock_->MonotonicMs());
   Account(shard, surface.id, inserted ? 1 : 0,
           EntryBytes(it->first, it->second) - before);
   if (inserted) AccountTable(shard);

@@ -191,8 +191,9 @@ class ShardedFilterStore {
   void Clear();
 
  private:
-  // A user's filter plus when it was last read or written (clock ms), the
-  // LRU key of the memory ceiling. Reads touch it under the shared shard
+  // A user's filter plus when it was last read or written (monotonic clock
+  // ms, so a wall-clock step back does not make the users touched after it
+  // look the least recently active), the LRU key of the memory ceiling. Reads touch it under the shared shard
   // lock, hence atomic; it only moves forward, and a read that finds it
   // current writes nothing, so hot users do not bounce the line.
   struct StoredFilter : UserFilter {
