@@ -63,7 +63,7 @@ class SequenceRun {
  public:
   explicit SequenceRun(const uint8_t* data, size_t size)
       : in_(data, size), limits_(FuzzLimits()) {
-    created_ = {"", "homefeed", "short"};
+    created_ = {"", "homefeed"};  // "short" is configured, not created
     for (const std::string& s : PreloadedSurfaces()) {
       for (uint64_t id : kPreloadedIds) {
         Remember(s, kPreloadedUser, Item{false, id, ""},
@@ -220,7 +220,8 @@ class SequenceRun {
   }
 
   void CheckNoFalseNegatives() {
-    for (const auto& [su, records] : model_) {
+    for (const auto& entry : model_) {
+      const std::pair<std::string, std::string>& su = entry.first;
       std::vector<Item> must = MustBeFiltered(su.first, su.second);
       if (must.empty()) continue;
       must.resize(std::min(must.size(), limits_.max_candidates_per_request));

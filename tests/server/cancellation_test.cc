@@ -267,7 +267,7 @@ class CancellationTest : public ::testing::Test {
     EXPECT_EQ(server_->grpc_metrics().InFlight(), baseline);
   }
 
-  std::pair<uint64_t, uint64_t> StoreUsage() {
+  std::pair<uint64_t, uint64_t> UsersAndBytes() {
     const auto usage = server_->store().Usage(8);
     return {usage.users, usage.bytes};
   }
@@ -282,7 +282,7 @@ class CancellationTest : public ::testing::Test {
 TEST_F(CancellationTest, AbandonedCallsOfEveryRpcReleaseEverything) {
   CompleteEach();
   ExpectInFlightReturnsTo(0);
-  const auto store_before = StoreUsage();
+  const auto store_before = UsersAndBytes();
   const uint64_t started_before = server_->grpc_metrics().StartedCount("");
   Storm(/*rounds=*/10);
   ExpectInFlightReturnsTo(0);
@@ -291,7 +291,7 @@ TEST_F(CancellationTest, AbandonedCallsOfEveryRpcReleaseEverything) {
   EXPECT_GT(server_->grpc_metrics().StartedCount(""), started_before);
   // Writes that ran before their client left are idempotent here: the
   // store holds exactly what one completed round left.
-  EXPECT_EQ(StoreUsage(), store_before);
+  EXPECT_EQ(UsersAndBytes(), store_before);
   // And the server still answers every RPC.
   CompleteEach();
   ExpectInFlightReturnsTo(0);
