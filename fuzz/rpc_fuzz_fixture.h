@@ -85,26 +85,40 @@ inline bool StartsWithFieldPath(absl::string_view m) {
   return i > 0 && m[0] >= 'a' && m[0] <= 'z' && m.substr(i, 2) == ": ";
 }
 
-class RpcFuzzFixture {
- public:
-  RpcFuzzFixture() : clock_(kFuzzNowMs) {
-    FilterPolicyOptions defaults;
+// One registry per process, shared by every input's fresh store: building a
+// registry sizes its policies numerically (bloom_math), which would
+// otherwise dominate each run (~2 runs/s instead of thousands). Surfaces
+// an input creates therefore stay (names only; the users are in the
+// per-input store), and max_surfaces is high enough never to be reached,
+// so runs do not depend on earlier inputs; the --max_surfaces check is
+// covered by the unit tests (tests/server/handlers_test.cc).
+inline SurfaceRegistry* SharedRegistry() {
+  static SurfaceRegistry* const registry = [] {
     // A second surface with a short window, so aging paths are reachable.
     FilterPolicyOptions short_window;
     short_window.fp_rate = 0.001;
     short_window.retention = absl::Hours(24);
     short_window.slice_span = absl::Hours(6);
-    auto registry = SurfaceRegistry::Create(defaults, {{"short", short_window}},
-                                            /*max_surfaces=*/6);
-    Require(registry.ok(), "registry");
-    surfaces_ = *std::move(registry);
-    store_ = std::make_unique<ShardedFilterStore>(4, &clock_, surfaces_.get());
+    auto r = SurfaceRegistry::Create(FilterPolicyOptions{},
+                                     {{"short", short_window}},
+                                     /*max_surfaces=*/65535);
+    Require(r.ok(), "registry");
+    return r->release();
+  }();
+  return registry;
+}
+
+class RpcFuzzFixture {
+ public:
+  RpcFuzzFixture() : clock_(kFuzzNowMs) {
+    surfaces_ = SharedRegistry();
+    store_ = std::make_unique<ShardedFilterStore>(4, &clock_, surfaces_);
     TraceLimits trace_limits;
     trace_limits.max_users = 4;
     trace_limits.max_entries_per_user = 16;
     trace_log_ = std::make_unique<TraceLog>(trace_limits);
     handlers_ = std::make_unique<ExposureFilterHandlers>(
-        surfaces_.get(), store_.get(), FuzzLimits(), trace_log_.get());
+        surfaces_, store_.get(), FuzzLimits(), trace_log_.get());
     exposure::v1::AddTracedUsersRequest trace;
     trace.add_user_ids(kPreloadedUser);
     exposure::v1::AddTracedUsersResponse traced;
@@ -174,7 +188,7 @@ class RpcFuzzFixture {
  private:
   ManualClock clock_;
   const RequestLimits limits_ = FuzzLimits();
-  std::unique_ptr<SurfaceRegistry> surfaces_;
+  SurfaceRegistry* surfaces_;
   std::unique_ptr<ShardedFilterStore> store_;
   std::unique_ptr<TraceLog> trace_log_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;

@@ -23,8 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           "the preloaded users and shards");
   Require(st.items_recorded() == 2 * (std::size(kPreloadedIds) + 2),
           "items recorded since start");
-  // Configured surfaces ("short") exist once written.
-  Require(st.surface_stats_size() == 2, "the default and homefeed surfaces");
+  // The registry is shared by all inputs (rpc_fuzz_fixture.h): at least
+  // the preloaded surfaces.
+  Require(st.surface_stats_size() >= 2, "the default and homefeed surfaces");
   Require(st.uptime_ms() >= 0, "uptime not negative");
   return 0;
 }
