@@ -337,6 +337,15 @@ int UserFilter::SliceFor(const FilterPolicy& policy, int64_t index,
   int pos = 0;
   while (pos < n && table[pos].index < index) ++pos;
   if (pos < n && table[pos].index == index) return pos;
+  // At most max_live_slices slices exist once the aged ones are dropped
+  // (the caller drops them first), because the window holds no more slice
+  // positions, unless the wall clock stepped back: slices written before
+  // the step are then "in the future" and the event's own slice would be
+  // one too many (more segments per lookup than the FP budget is split
+  // over, and a pulled filter past the format's segment limit). The event
+  // then goes into the nearest newer slice, which outlives its own: it is
+  // remembered a little longer, never shorter (docs/reliability.md).
+  if (n >= policy.max_live_slices() && pos < n) return pos;
   std::vector<SlicePlan> plan = Plan();
   // Predict this slice's volume from the slice before it (the user's recent
   // rate); 12.5% headroom absorbs small variation without a second segment,

@@ -80,7 +80,7 @@ StoreDurability::~StoreDurability() {
 }
 
 absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
-  const absl::Time start = absl::Now();
+  const absl::Time start = MonotonicTime();
   absl::StatusOr<DataDir::Listing> listing = dir_->List();
   if (!listing.ok()) return listing.status();
   RecoveryReport report;
@@ -150,10 +150,10 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
   {
     MutexLock lock(&snapshot_mu_);
     latest_snapshot_ = report.snapshot_seq;
-    last_snapshot_time_ = absl::Now();
+    last_snapshot_time_ = MonotonicTime();
   }
   store_->SetJournal(this);
-  report.duration = absl::Now() - start;
+  report.duration = MonotonicTime() - start;
   spdlog::info(
       "recovery: {} users from snapshot {} ({} aged out), {} log records "
       "from {} segments, {} torn tail bytes skipped, in {}",
@@ -408,7 +408,7 @@ absl::Status StoreDurability::SnapshotLocked() {
   if (wal_ == nullptr) {
     return absl::FailedPreconditionError("durability not recovered yet");
   }
-  const absl::Time start = absl::Now();
+  const absl::Time start = MonotonicTime();
   // Everything logged in segments <= covered is already in the store (it
   // was applied under the shard lock before it was appended).
   absl::StatusOr<uint64_t> covered = absl::UnknownError("not rotated");
@@ -468,7 +468,7 @@ absl::Status StoreDurability::SnapshotLocked() {
   last_snapshot_users_ = written->users;
   spdlog::info("snapshot {}: {} users, {} bytes in {}", *covered,
                written->users, written->bytes,
-               absl::FormatDuration(absl::Now() - start));
+               absl::FormatDuration(MonotonicTime() - start));
   if (latest_snapshot_ != 0) fallback_snapshot_ = latest_snapshot_;
   latest_snapshot_ = *covered;
   RemoveObsoleteFiles(*covered);
@@ -476,7 +476,7 @@ absl::Status StoreDurability::SnapshotLocked() {
 }
 
 void StoreDurability::LogSnapshotFailure(uint64_t seq, const absl::Status& s) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = MonotonicTime();  // a rate limit: monotonic
   if (now < next_failure_log_) {
     ++failure_logs_held_;
     return;
@@ -544,7 +544,9 @@ void StoreDurability::SnapshotLoop() {
     stop_mu_.Unlock();
     {
       MutexLock snap(&snapshot_mu_);
-      const absl::Time now = absl::Now();
+      // Monotonic (src/store/clock.h): wall-clock steps neither stall nor
+      // hurry snapshots and heal attempts.
+      const absl::Time now = MonotonicTime();
       // A failed log (disk full, read-only, I/O error) recovers only
       // through a snapshot (write_ahead_log.h): try every second.
       const bool failed = !wal_->status().ok();

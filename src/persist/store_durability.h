@@ -185,6 +185,8 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   // state); files it needs are kept.
   uint64_t fallback_snapshot_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
   uint64_t latest_snapshot_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
+  // MonotonicTime() (src/store/clock.h): wall-clock steps do not delay or
+  // hurry the snapshot interval.
   absl::Time last_snapshot_time_ ABSL_GUARDED_BY(snapshot_mu_);
   absl::Time last_heal_attempt_ ABSL_GUARDED_BY(snapshot_mu_);
   absl::Time next_failure_log_ ABSL_GUARDED_BY(snapshot_mu_) =

@@ -47,7 +47,7 @@ ExposureFilterHandlers::ExposureFilterHandlers(SurfaceRegistry* surfaces,
                            ? std::make_unique<TraceLog>(TraceLimits{})
                            : nullptr),
       trace_log_(trace_log == nullptr ? owned_trace_log_.get() : trace_log),
-      started_ms_(store->clock().NowMs()),
+      started_monotonic_ms_(store->clock().MonotonicMs()),
       exposure_lag_ms_(LagBoundsMs()) {}
 
 ExposureFilterHandlers::Counters ExposureFilterHandlers::counters() const {
@@ -321,7 +321,7 @@ absl::Status ExposureFilterHandlers::GetServerStats(
       candidates_checked_.load(std::memory_order_relaxed));
   resp->set_candidates_removed(
       candidates_removed_.load(std::memory_order_relaxed));
-  resp->set_uptime_ms(store_->clock().NowMs() - started_ms_);
+  resp->set_uptime_ms(store_->clock().MonotonicMs() - started_monotonic_ms_);
   const EvictionCounts ev = store_->evictions();
   resp->set_memory_limit_bytes(store_->memory_limit());
   resp->set_users_evicted(ev.users);

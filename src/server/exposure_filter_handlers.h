@@ -101,7 +101,8 @@ class ExposureFilterHandlers {
   const RequestLimits limits_;
   std::unique_ptr<TraceLog> owned_trace_log_;
   TraceLog* const trace_log_;
-  const int64_t started_ms_;
+  // Uptime is an interval: monotonic, never negative after a clock step.
+  const int64_t started_monotonic_ms_;
   std::atomic<uint64_t> items_recorded_{0};
   std::atomic<uint64_t> items_expired_{0};
   std::atomic<uint64_t> candidates_checked_{0};

@@ -191,14 +191,15 @@ ExposureFilterServer::~ExposureFilterServer() {
 }
 
 void ExposureFilterServer::Sweep() {
-  const absl::Time start = absl::Now();
+  const absl::Time start = MonotonicTime();
   SweepReport report;
   store_->DropExpired(&report);
-  const absl::Time end = absl::Now();
-  metrics_->RecordSweep(report, end, end - start);
+  const absl::Duration took = MonotonicTime() - start;
+  const absl::Time end = absl::Now();  // the wall time of the sweep, a gauge
+  metrics_->RecordSweep(report, end, took);
   if (report.users_removed > 0) {
     spdlog::debug("event=sweep users_aged_out={} took={}", report.users_removed,
-                  absl::FormatDuration(end - start));
+                  absl::FormatDuration(took));
   }
   // Traced users' exact entries age out with the slices that held them.
   const uint64_t trace_entries =
@@ -215,7 +216,9 @@ void ExposureFilterServer::HousekeepingLoop() {
   uint64_t evictions_logged = 0;
   const absl::Duration tick =
       std::min(absl::Seconds(1), config_.sweep_interval);
-  absl::Time next_sweep = absl::Now() + config_.sweep_interval;
+  // Scheduled on the monotonic clock: a wall-clock step back must not stall
+  // aging (and the memory it frees) for as long as the step.
+  absl::Time next_sweep = MonotonicTime() + config_.sweep_interval;
   while (!stopping_.WaitForNotificationWithTimeout(tick)) {
     const EvictionCounts ev = store_->evictions();
     uint64_t suppressed = 0;
@@ -228,9 +231,9 @@ void ExposureFilterServer::HousekeepingLoop() {
           store_->total_bytes(), store_->memory_limit());
       evictions_logged = ev.users;
     }
-    if (absl::Now() >= next_sweep) {
+    if (MonotonicTime() >= next_sweep) {
       Sweep();
-      next_sweep = absl::Now() + config_.sweep_interval;
+      next_sweep = MonotonicTime() + config_.sweep_interval;
     }
   }
 }

@@ -82,6 +82,7 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   }
   ~MetricsInterceptor() override {
     if (!recorded_) Record(static_cast<int>(grpc::StatusCode::CANCELLED));
+    metrics_->Released();
   }
 
   void Intercept(
@@ -153,7 +154,10 @@ GrpcServerMetrics::Method* GrpcServerMetrics::Lookup(absl::string_view path) {
   return it == by_path_.end() ? methods_[0].get() : it->second;
 }
 
-void GrpcServerMetrics::Started(Method* m) { m->counts.Add(0, 1); }
+void GrpcServerMetrics::Started(Method* m) {
+  m->counts.Add(0, 1);
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+}
 
 void GrpcServerMetrics::Handled(Method* m, int code, uint64_t elapsed_ns) {
   if (code < 0 || code >= kNumCodes) code = 2;  // UNKNOWN
@@ -204,7 +208,13 @@ std::vector<prometheus::MetricFamily> GrpcServerMetrics::Collect() const {
     }
     AddHistogram(handling, labels, m->handling, 1e-9);
   }
-  return {std::move(started), std::move(handled), std::move(handling)};
+  prometheus::MetricFamily in_flight = MakeFamily(
+      "grpc_server_in_flight_rpcs",
+      "RPCs whose server-side call is not released yet (all methods).",
+      MetricType::Gauge);
+  AddSample(in_flight, {}, static_cast<double>(InFlight()));
+  return {std::move(started), std::move(handled), std::move(handling),
+          std::move(in_flight)};
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>

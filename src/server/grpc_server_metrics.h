@@ -5,6 +5,10 @@
 //   grpc_server_handled_total{grpc_service,grpc_method,grpc_type,grpc_code}
 //   grpc_server_handling_seconds{grpc_service,grpc_method,grpc_type}
 //   (histogram)
+//   grpc_server_in_flight_rpcs (gauge; issue 8): calls whose server-side
+//   call object exists, from creation until gRPC releases it, whether the
+//   call completed, was cancelled, timed out or lost its client. A count
+//   that does not return to its baseline once clients are gone is a leak.
 //
 // Measured by a server interceptor (Factory below), so every service on the
 // server is covered (ours, health, reflection) and no handler does anything.
@@ -18,6 +22,7 @@
 #include <grpcpp/support/server_interceptor.h>
 #include <prometheus/collectable.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +49,8 @@ class GrpcServerMetrics final : public prometheus::Collectable {
   Method* Lookup(absl::string_view path);
   void Started(Method* m);
   void Handled(Method* m, int code, uint64_t elapsed_ns);
+  // The call object of a Started() RPC is gone (interceptor destroyed).
+  void Released() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -51,6 +58,10 @@ class GrpcServerMetrics final : public prometheus::Collectable {
   uint64_t HandledCount(absl::string_view service, int code) const;
   // Counts started RPCs over all methods of `service` ("" = all).
   uint64_t StartedCount(absl::string_view service) const;
+  // RPCs started and not yet released, all services.
+  int64_t InFlight() const {
+    return in_flight_.load(std::memory_order_relaxed);
+  }
 
   // An interceptor factory feeding these metrics, for
   // ServerBuilder::experimental().SetInterceptorCreators.
@@ -60,6 +71,7 @@ class GrpcServerMetrics final : public prometheus::Collectable {
  private:
   std::vector<std::unique_ptr<Method>> methods_;  // [0] = unknown
   absl::flat_hash_map<std::string, Method*> by_path_;
+  std::atomic<int64_t> in_flight_{0};
 };
 
 }  // namespace exposure_filter

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "src/store/clock.h"
 
 namespace exposure_filter {
 
@@ -19,8 +20,9 @@ class LogRateLimiter {
   explicit LogRateLimiter(absl::Duration interval) : interval_(interval) {}
 
   // True if the caller may log now; then *suppressed is the number of calls
-  // refused since the last true.
-  bool Allow(uint64_t* suppressed, absl::Time now = absl::Now()) {
+  // refused since the last true. `now` is monotonic (MonotonicTime()), so a
+  // wall-clock step back cannot silence the line for as long as the step.
+  bool Allow(uint64_t* suppressed, absl::Time now = MonotonicTime()) {
     absl::MutexLock lock(&mu_);
     if (now < next_) {
       ++suppressed_;

@@ -126,7 +126,7 @@ RecordCounts ShardedFilterStore::Record(const Surface& surface,
     const int64_t before = inserted ? 0 : EntryBytes(filter);
     filter.DropExpired(policy, now);
     filter.Record(policy, ue.item_hashes, event);
-    filter.Touch(now);
+    filter.Touch(clock_->MonotonicMs());
     if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
       journal->OnRecord(surface.name, ue.user_id, event, ue.item_hashes);
     }
@@ -191,7 +191,7 @@ void ShardedFilterStore::RemoveExposed(const Surface& surface,
   ReaderLock lock(&shard.mu);
   auto it = shard.users.find(key);
   if (it == shard.users.end()) return;
-  it->filter.Touch(now);
+  it->filter.Touch(clock_->MonotonicMs());
   it->filter.RemoveExposed(surface.policy, now, item_hashes, keep);
 }
 
@@ -207,7 +207,7 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
   if (surface != nullptr) {
     auto it = shard.users.find(MakeKey(surface->id, user_id));
     if (it != shard.users.end()) {
-      it->filter.Touch(now);
+      it->filter.Touch(clock_->MonotonicMs());
       filter = &it->filter;
     }
   }
@@ -349,7 +349,7 @@ void ShardedFilterStore::LoadUser(const Surface& surface,
   } else {
     it->filter = std::move(filter);
   }
-  it->filter.Touch(clock_->NowMs());
+  it->filter.Touch(clock_->MonotonicMs());
   Account(shard, surface.id, inserted ? 1 : 0, EntryBytes(it->filter) - before);
   if (inserted) AccountTable(shard);
 }

@@ -112,6 +112,7 @@ class MetricsTest(unittest.TestCase):
                 "grpc_server_handling_seconds_bucket",
                 "grpc_server_handling_seconds_sum",
                 "grpc_server_handling_seconds_count",
+                "grpc_server_in_flight_rpcs",
                 "process_resident_memory_bytes", "process_cpu_seconds_total",
                 "process_open_fds", "process_max_fds",
                 "process_start_time_seconds", "process_virtual_memory_bytes",

@@ -104,5 +104,30 @@ TEST(GrpcServerMetricsTest, KnownMethodsFromDescriptorsUnknownPooled) {
   }
 }
 
+// Issue 8: in flight from Started() until the call is released, whether or
+// not a status was sent first (a client gone before the handler answered).
+TEST(GrpcServerMetricsTest, InFlightCountsCallsUntilReleased) {
+  (void)exposure::v1::FilterRecalledRequest::descriptor();
+  GrpcServerMetrics m({"exposure.v1.ExposureFilter"});
+  GrpcServerMetrics::Method* method =
+      m.Lookup("/exposure.v1.ExposureFilter/GetFilter");
+  m.Started(method);
+  m.Started(method);
+  EXPECT_EQ(m.InFlight(), 2);
+  m.Handled(method, 0, 1000);
+  EXPECT_EQ(m.InFlight(), 2);  // answered, not released yet
+  m.Released();
+  m.Released();
+  EXPECT_EQ(m.InFlight(), 0);
+  bool exported = false;
+  for (const prometheus::MetricFamily& f : m.Collect()) {
+    if (f.name != "grpc_server_in_flight_rpcs") continue;
+    exported = true;
+    ASSERT_EQ(f.metric.size(), 1u);
+    EXPECT_EQ(f.metric[0].gauge.value, 0.0);
+  }
+  EXPECT_TRUE(exported);
+}
+
 }  // namespace
 }  // namespace exposure_filter
