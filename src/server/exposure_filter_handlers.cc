@@ -15,13 +15,20 @@ namespace {
 
 using exposure::v1::Exposure;
 
+// Hashes keys into out[first..].
+void HashKeys(size_t first,
+              const google::protobuf::RepeatedPtrField<std::string>& keys,
+              uint64_t* out) {
+  uint64_t* key_hashes = out + first;
+  for (const std::string& key : keys) *key_hashes++ = HashItemKey(key);
+}
+
 void HashItems(const google::protobuf::RepeatedField<uint64_t>& ids,
                const google::protobuf::RepeatedPtrField<std::string>& keys,
                std::vector<uint64_t>* out) {
   out->resize(ids.size() + keys.size());
   HashItemIds(ids.data(), ids.size(), out->data());
-  uint64_t* key_hashes = out->data() + ids.size();
-  for (const std::string& key : keys) *key_hashes++ = HashItemKey(key);
+  HashKeys(ids.size(), keys, out->data());
 }
 
 // Packs keep[0..n) (each 0 or 1) into the KEEP_MASK bytes, bit i % 8 of
@@ -35,12 +42,13 @@ size_t PackKeepMask(const uint8_t* keep, size_t n, std::string* mask) {
     uint64_t bytes;
     std::memcpy(&bytes, keep + i, 8);  // little-endian: keep[i] is byte 0
     // Byte j (0 or 1) of `bytes` lands on bit 56 + j of the product, and no
-    // other partial product reaches bits 56..63 (checked for all 256
-    // patterns by FilterRecalledKeepMaskTest).
-    const uint8_t packed =
-        static_cast<uint8_t>((bytes * 0x0102040810204080ull) >> 56);
-    out[i / 8] = static_cast<char>(packed);
-    kept += static_cast<size_t>(__builtin_popcount(packed));
+    // other partial product reaches bits 56..63 (every byte pattern is
+    // checked by KeepMaskAgreesWithKeptIdsForEveryBytePattern).
+    out[i / 8] = static_cast<char>((bytes * 0x0102040810204080ull) >> 56);
+    // Likewise the top byte of bytes * 0x0101..01 is the sum of the 8 flags
+    // (at most 8, no carry out), without the popcount instruction baseline
+    // x86-64 lacks.
+    kept += static_cast<size_t>((bytes * 0x0101010101010101ull) >> 56);
   }
   if (i < n) {
     uint8_t packed = 0;
@@ -219,8 +227,13 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
   std::vector<uint8_t>& keep = scratch.keep;
   keep.assign(n, 1);
   if (surface != nullptr && n > 0) {
-    HashItems(req.candidate_ids(), req.candidate_keys(), &scratch.hashes);
-    store_->RemoveExposed(*surface, req.user_id(), scratch.hashes, keep.data());
+    // The reused buffer is only grown, never zero-filled per request.
+    if (scratch.hashes.size() < n) scratch.hashes.resize(n);
+    uint64_t* hashes = scratch.hashes.data();
+    HashItemIds(req.candidate_ids().data(), num_ids, hashes);
+    HashKeys(num_ids, req.candidate_keys(), hashes);
+    store_->RemoveExposed(*surface, req.user_id(),
+                          absl::MakeConstSpan(hashes, n), keep.data());
   }
   uint32_t removed = 0;
   if (req.mode() == exposure::v1::KEEP_MASK) {
