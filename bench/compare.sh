@@ -8,7 +8,8 @@
 #   DURATION=20s USERS=1000 bash bench/compare.sh
 # Environment: DURATION (8s), WARMUP (2s), USERS (200), EXPOSURES (2000),
 # CANDIDATES (5000), THREADS (2), INFLIGHT (4), BUILD (build-release: any
-# Release build dir), OUT ($BUILD/compare).
+# Release build dir), OUT ($BUILD/compare), CEILING_PORT, SERVER_PORT,
+# REDIS_PORT, ADMIN_PORT (50161..50164).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,9 +22,10 @@ THREADS=${THREADS:-2}
 INFLIGHT=${INFLIGHT:-4}
 BUILD=${BUILD:-build-release}
 OUT=${OUT:-$BUILD/compare}
-CEILING_PORT=50161
-SERVER_PORT=50162
-REDIS_PORT=50163
+CEILING_PORT=${CEILING_PORT:-50161}
+SERVER_PORT=${SERVER_PORT:-50162}
+REDIS_PORT=${REDIS_PORT:-50163}
+ADMIN_PORT=${ADMIN_PORT:-50164}  # the real server's metrics port (not the default 9464)
 
 if ! command -v redis-server >/dev/null; then
   echo "compare: installing redis-server"
@@ -57,6 +59,7 @@ ceiling_pid=$!; pids+=("$ceiling_pid")
 # every second) in a fresh data directory under $OUT.
 rm -rf "$OUT/data"
 "$BUILD/src/server/exposure-filter-server" --listen="127.0.0.1:$SERVER_PORT" \
+  --admin_listen="127.0.0.1:$ADMIN_PORT" \
   --data_dir="$OUT/data" --log_level=warn 2>"$OUT/server.log" &
 server_pid=$!; pids+=("$server_pid")
 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \

@@ -25,6 +25,7 @@
 #include "exposure_filter/item_hash.h"
 #include "src/filter/filter_encoder.h"
 #include "src/filter/user_filter.h"
+#include "src/server/arena_message_allocator.h"
 #include "src/server/server_flags.h"
 #include "src/server/transport_tuning.h"
 
@@ -56,7 +57,12 @@ std::string EncodedFilter(int items) {
 
 class CeilingService final : public ExposureFilter::CallbackService {
  public:
-  explicit CeilingService(std::string filter) : filter_(std::move(filter)) {}
+  explicit CeilingService(std::string filter) : filter_(std::move(filter)) {
+    // Per-call arenas, as ExposureFilterService uses them.
+    SetMessageAllocatorFor_RecordExposure(&record_allocator_);
+    SetMessageAllocatorFor_FilterRecalled(&filter_allocator_);
+    SetMessageAllocatorFor_GetFilter(&get_filter_allocator_);
+  }
 
   grpc::ServerUnaryReactor* RecordExposure(
       grpc::CallbackServerContext* ctx, const RecordExposureRequest* req,
@@ -119,6 +125,12 @@ class CeilingService final : public ExposureFilter::CallbackService {
     return r;
   }
   const std::string filter_;
+  ArenaMessageAllocator<RecordExposureRequest, RecordExposureResponse>
+      record_allocator_;
+  ArenaMessageAllocator<FilterRecalledRequest, FilterRecalledResponse>
+      filter_allocator_{&ReserveCandidateIds<FilterRecalledRequest>};
+  ArenaMessageAllocator<GetFilterRequest, GetFilterResponse>
+      get_filter_allocator_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "exposure_filter/bloom_probe.h"
 #include "exposure_filter/filter_format.h"
@@ -153,11 +154,13 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
     return;
   }
   std::fill(keep, keep + item_hashes.size(), uint8_t{1});
+  absl::InlinedVector<SegmentRef, 16> segs;
   for (const Segment& s : segments_) {
-    RemoveContained(SegmentRef{reinterpret_cast<const uint64_t*>(s.blocks),
-                               s.num_blocks, s.k},
-                    item_hashes.data(), item_hashes.size(), keep);
+    segs.push_back(SegmentRef{reinterpret_cast<const uint64_t*>(s.blocks),
+                              s.num_blocks, s.k});
   }
+  RemoveContainedAny(segs.data(), segs.size(), item_hashes.data(),
+                     item_hashes.size(), keep);
 }
 
 double FilterView::EstimatedFpRate() const {

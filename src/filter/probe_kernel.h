@@ -48,6 +48,29 @@ const char* ProbeKernelName(ProbeKernelKind kind);
 void RemoveContained(SegmentRef seg, const uint64_t* hashes, size_t n,
                      uint8_t* keep);
 
+// Clears keep[i] for each hashes[i] that any of the `num_segs` segments may
+// contain (the whole filter of a user, or of a pulled FilterView); entries
+// already 0 are skipped. Same result as RemoveContained over each segment in
+// turn, but candidate-major: a candidate's probe bits are the same in every
+// segment (they depend on the hash and k only), so they are derived once and
+// each further segment costs one block index and one vector test, and the
+// walk stops at the first segment that claims the candidate. A filter small
+// enough to stay in L2 (every user but the largest) is prefetched whole
+// first; larger ones fall back to the segment-major loop with look-ahead
+// prefetch, which overlaps their DRAM misses better.
+using RemoveContainedAnyFn = void (*)(const SegmentRef* segs, size_t num_segs,
+                                      const uint64_t* hashes, size_t n,
+                                      uint8_t* keep);
+void RemoveContainedAnyPortable(const SegmentRef* segs, size_t num_segs,
+                                const uint64_t* hashes, size_t n,
+                                uint8_t* keep);
+// Only call when Avx2Supported().
+void RemoveContainedAnyAvx2(const SegmentRef* segs, size_t num_segs,
+                            const uint64_t* hashes, size_t n, uint8_t* keep);
+// Dispatches to the active kernel.
+void RemoveContainedAny(const SegmentRef* segs, size_t num_segs,
+                        const uint64_t* hashes, size_t n, uint8_t* keep);
+
 }  // namespace exposure_filter
 
 #endif  // EXPOSURE_FILTER_SRC_FILTER_PROBE_KERNEL_H_

@@ -1,11 +1,13 @@
 #include "src/server/exposure_filter_handlers.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "exposure_filter/item_hash.h"
+#include "src/filter/item_hash_batch.h"
 #include "src/server/request_validation.h"
 
 namespace exposure_filter {
@@ -13,14 +15,67 @@ namespace {
 
 using exposure::v1::Exposure;
 
+// Hashes keys into out[first..].
+void HashKeys(size_t first,
+              const google::protobuf::RepeatedPtrField<std::string>& keys,
+              uint64_t* out) {
+  uint64_t* key_hashes = out + first;
+  for (const std::string& key : keys) *key_hashes++ = HashItemKey(key);
+}
+
 void HashItems(const google::protobuf::RepeatedField<uint64_t>& ids,
                const google::protobuf::RepeatedPtrField<std::string>& keys,
                std::vector<uint64_t>* out) {
-  out->clear();
-  out->reserve(ids.size() + keys.size());
-  for (uint64_t id : ids) out->push_back(HashItemId(id));
-  for (const std::string& key : keys) out->push_back(HashItemKey(key));
+  out->resize(ids.size() + keys.size());
+  HashItemIds(ids.data(), ids.size(), out->data());
+  HashKeys(ids.size(), keys, out->data());
 }
+
+// Packs keep[0..n) (each 0 or 1) into the KEEP_MASK bytes, bit i % 8 of
+// byte i / 8, and returns how many are 0.
+size_t PackKeepMask(const uint8_t* keep, size_t n, std::string* mask) {
+  mask->resize((n + 7) / 8);
+  char* out = mask->data();
+  size_t kept = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t bytes;
+    std::memcpy(&bytes, keep + i, 8);  // little-endian: keep[i] is byte 0
+    // Byte j (0 or 1) of `bytes` lands on bit 56 + j of the product, and no
+    // other partial product reaches bits 56..63 (every byte pattern is
+    // checked by KeepMaskAgreesWithKeptIdsForEveryBytePattern).
+    out[i / 8] = static_cast<char>((bytes * 0x0102040810204080ull) >> 56);
+    // Likewise the top byte of bytes * 0x0101..01 is the sum of the 8 flags
+    // (at most 8, no carry out), without the popcount instruction baseline
+    // x86-64 lacks.
+    kept += static_cast<size_t>((bytes * 0x0101010101010101ull) >> 56);
+  }
+  if (i < n) {
+    uint8_t packed = 0;
+    for (size_t j = i; j < n; ++j) {
+      packed = static_cast<uint8_t>(packed | (keep[j] << (j - i)));
+      kept += keep[j];
+    }
+    out[i / 8] = static_cast<char>(packed);
+  }
+  return n - kept;
+}
+
+// Per-thread scratch for FilterRecalled: a 5,000-candidate request needs
+// 40 KB of hashes and 5 KB of flags, on every call, on gRPC's few callback
+// threads. Buffers grown past this many candidates are released after use
+// so a rare huge request does not pin its memory.
+constexpr size_t kScratchKeepCandidates = 1 << 16;
+struct FilterScratch {
+  std::vector<uint64_t> hashes;
+  std::vector<uint8_t> keep;
+  void Trim() {
+    if (hashes.capacity() > kScratchKeepCandidates) {
+      std::vector<uint64_t>().swap(hashes);
+      std::vector<uint8_t>().swap(keep);
+    }
+  }
+};
 
 // Exposure lag bounds in ms, 100 ms .. 7 days: seconds are healthy,
 // minutes mean a backlog, hours or days a replay or a stuck producer.
@@ -179,24 +234,24 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
   const Surface* surface = surfaces_->Find(req.surface());
   const size_t num_ids = req.candidate_ids_size();
   const size_t n = num_ids + req.candidate_keys_size();
-  std::vector<uint8_t> keep(n, 1);
+  thread_local FilterScratch scratch;
+  std::vector<uint8_t>& keep = scratch.keep;
+  keep.assign(n, 1);
   if (surface != nullptr && n > 0) {
-    std::vector<uint64_t> hashes;
-    HashItems(req.candidate_ids(), req.candidate_keys(), &hashes);
-    store_->RemoveExposed(*surface, req.user_id(), hashes, keep.data());
+    // The reused buffer is only grown, never zero-filled per request.
+    if (scratch.hashes.size() < n) scratch.hashes.resize(n);
+    uint64_t* hashes = scratch.hashes.data();
+    HashItemIds(req.candidate_ids().data(), num_ids, hashes);
+    HashKeys(num_ids, req.candidate_keys(), hashes);
+    store_->RemoveExposed(*surface, req.user_id(),
+                          absl::MakeConstSpan(hashes, n), keep.data());
   }
   uint32_t removed = 0;
   if (req.mode() == exposure::v1::KEEP_MASK) {
-    std::string* mask = resp->mutable_keep_mask();
-    mask->assign((n + 7) / 8, '\0');
-    for (size_t i = 0; i < n; ++i) {
-      if (keep[i]) {
-        (*mask)[i / 8] = static_cast<char>((*mask)[i / 8] | (1 << (i % 8)));
-      } else {
-        ++removed;
-      }
-    }
+    removed = static_cast<uint32_t>(
+        PackKeepMask(keep.data(), n, resp->mutable_keep_mask()));
   } else {
+    resp->mutable_kept_ids()->Reserve(static_cast<int>(num_ids));
     for (size_t i = 0; i < num_ids; ++i) {
       if (keep[i]) {
         resp->add_kept_ids(req.candidate_ids(i));
@@ -212,6 +267,7 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
       }
     }
   }
+  scratch.Trim();
   resp->set_removed_count(removed);
   candidates_checked_.fetch_add(n, std::memory_order_relaxed);
   candidates_removed_.fetch_add(removed, std::memory_order_relaxed);

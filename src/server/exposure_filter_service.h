@@ -5,6 +5,7 @@
 #define EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_
 
 #include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "src/server/arena_message_allocator.h"
 #include "src/server/exposure_filter_handlers.h"
 
 namespace exposure_filter {
@@ -13,7 +14,12 @@ class ExposureFilterService final
     : public exposure::v1::ExposureFilter::CallbackService {
  public:
   explicit ExposureFilterService(ExposureFilterHandlers* handlers)
-      : handlers_(handlers) {}
+      : handlers_(handlers) {
+    // The hot RPCs parse into a per-call arena (arena_message_allocator.h).
+    SetMessageAllocatorFor_RecordExposure(&record_allocator_);
+    SetMessageAllocatorFor_FilterRecalled(&filter_allocator_);
+    SetMessageAllocatorFor_GetFilter(&get_filter_allocator_);
+  }
 
   grpc::ServerUnaryReactor* RecordExposure(
       grpc::CallbackServerContext* ctx,
@@ -58,6 +64,16 @@ class ExposureFilterService final
 
  private:
   ExposureFilterHandlers* const handlers_;
+  ArenaMessageAllocator<exposure::v1::RecordExposureRequest,
+                        exposure::v1::RecordExposureResponse>
+      record_allocator_;
+  ArenaMessageAllocator<exposure::v1::FilterRecalledRequest,
+                        exposure::v1::FilterRecalledResponse>
+      filter_allocator_{
+          &ReserveCandidateIds<exposure::v1::FilterRecalledRequest>};
+  ArenaMessageAllocator<exposure::v1::GetFilterRequest,
+                        exposure::v1::GetFilterResponse>
+      get_filter_allocator_;
 };
 
 }  // namespace exposure_filter

@@ -194,7 +194,9 @@ class ShardedFilterStore {
  private:
   // A map entry is the user's filter alone: one pointer to one allocation
   // that also holds the map key (surface id + user id, UserFilter::key) and
-  // the time the user was last read or written (clock ms, the LRU key of the
+  // the time the user was last read or written (monotonic clock ms, so a
+  // wall-clock step back does not make the users touched after it look the
+  // least recently active; the LRU key of the
   // memory ceiling, UserFilter::Touch). The set hashes and compares the key
   // inside the allocation, and is looked up by key (heterogeneous lookup).
   // `mutable`: a set's elements are const, but only the key must not change.

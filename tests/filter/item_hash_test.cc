@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <vector>
+
 #include "exposure_filter/bloom_probe.h"
+#include "src/filter/item_hash_batch.h"
 
 namespace exposure_filter {
 namespace {
@@ -11,6 +15,18 @@ namespace {
 // the documented seed; they pin the hashing part of the filter format.
 TEST(ItemHashTest, NumericIdsHashTheirLittleEndianBytes) {
   EXPECT_EQ(HashItemId(42), 0x2b32edbc4cf4067dull);
+}
+
+TEST(ItemHashTest, BatchHashingGivesTheSameValuesAsHashItemId) {
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> ids = {0, 1, 42, ~0ull, uint64_t{1} << 63};
+  for (int i = 0; i < 1000; ++i) ids.push_back(rng());
+  std::vector<uint64_t> hashes(ids.size());
+  HashItemIds(ids.data(), ids.size(), hashes.data());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(hashes[i], HashItemId(ids[i])) << "id " << ids[i];
+  }
+  EXPECT_EQ(hashes[2], 0x2b32edbc4cf4067dull);  // pinned above
 }
 
 TEST(ItemHashTest, StringKeysHashTheirBytes) {
@@ -32,7 +48,8 @@ TEST(BloomProbeTest, BlockIndexIsFastRangeOfUpperHalf) {
 TEST(BloomProbeTest, FoldingByAnIntegerFactorIsExact) {
   // Block i of an N-block segment equals the OR of blocks [i*f, (i+1)*f) of
   // an f*N-block segment: floor(floor(x*f*N)/f) == floor(x*N).
-  for (uint64_t h = 1; h < (uint64_t{1} << 40); h = h * 7 + 0x9e3779b97f4a7c15) {
+  for (uint64_t h = 1; h < (uint64_t{1} << 40);
+       h = h * 7 + 0x9e3779b97f4a7c15) {
     for (uint32_t n : {1u, 3u, 64u, 1000u}) {
       for (uint32_t f : {2u, 3u, 5u}) {
         ASSERT_EQ(BlockIndex(h, n * f) / f, BlockIndex(h, n));

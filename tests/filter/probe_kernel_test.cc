@@ -1,5 +1,6 @@
 #include "src/filter/probe_kernel.h"
 
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -104,6 +105,70 @@ TEST(ProbeKernelTest, RecordedItemsAreAlwaysRemoved) {
       ASSERT_EQ(keep[i], 0) << "recorded candidate " << i << " kept, k=" << k;
     }
   }
+}
+
+// Several segments of different k and sizes, as one user's live slices hold
+// them: the candidate-major kernels must clear exactly what the segments,
+// probed one after the other, clear. `blocks_scale` large enough pushes the
+// filter past the whole-filter prefetch limit onto the segment-major path.
+void ExpectAnyKernelsMatchSegmentBySegment(uint32_t blocks_scale,
+                                           uint64_t seed) {
+  std::vector<Fixture> fixtures;
+  std::vector<SegmentRef> segs;
+  const int ks[] = {1, 7, 8, 9, 12, 16, 10, 10};
+  for (size_t s = 0; s < std::size(ks); ++s) {
+    fixtures.push_back(MakeFixture(blocks_scale * (s + 1), ks[s],
+                                   30 * blocks_scale * (s + 1), seed + s));
+  }
+  // Candidates drawn from every segment's recorded half and fresh ids.
+  std::vector<uint64_t> candidates;
+  for (const Fixture& f : fixtures) {
+    candidates.insert(candidates.end(), f.candidates.begin(),
+                      f.candidates.begin() + 600);
+  }
+  for (const Fixture& f : fixtures) {
+    segs.push_back(SegmentRef{f.seg.words(), f.seg.num_blocks(), f.seg.k()});
+  }
+  std::vector<uint8_t> want(candidates.size(), 1);
+  for (size_t i = 0; i < want.size(); i += 5) want[i] = 0;  // pre-removed
+  const std::vector<uint8_t> start = want;
+  size_t removed = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (const Fixture& f : fixtures) {
+      if (want[i] && f.seg.MayContain(candidates[i])) want[i] = 0;
+    }
+    removed += start[i] && !want[i];
+  }
+  EXPECT_GT(removed, candidates.size() / 4);
+  EXPECT_LT(removed, candidates.size() * 3 / 4);
+  std::vector<RemoveContainedAnyFn> fns = {&RemoveContainedAnyPortable,
+                                           &RemoveContainedAny};
+  if (Avx2Supported()) fns.push_back(&RemoveContainedAnyAvx2);
+  for (RemoveContainedAnyFn fn : fns) {
+    std::vector<uint8_t> keep = start;
+    fn(segs.data(), segs.size(), candidates.data(), candidates.size(),
+       keep.data());
+    EXPECT_EQ(keep, want) << "blocks_scale=" << blocks_scale;
+  }
+}
+
+TEST(ProbeKernelTest, AnyKernelsMatchSegmentBySegmentOnSmallFilters) {
+  ExpectAnyKernelsMatchSegmentBySegment(3, 11);
+  ExpectAnyKernelsMatchSegmentBySegment(37, 12);
+}
+
+TEST(ProbeKernelTest, AnyKernelsMatchSegmentBySegmentOnLargeFilters) {
+  // 8 segments of 1,000..8,000 blocks: 2.3 MB, past the prefetch limit.
+  ExpectAnyKernelsMatchSegmentBySegment(1000, 13);
+}
+
+TEST(ProbeKernelTest, AnyKernelsHandleNoSegments) {
+  const uint64_t hashes[] = {1, 2, 3};
+  uint8_t keep[] = {1, 0, 1};
+  RemoveContainedAny(nullptr, 0, hashes, 3, keep);
+  EXPECT_EQ(keep[0], 1);
+  EXPECT_EQ(keep[1], 0);
+  EXPECT_EQ(keep[2], 1);
 }
 
 }  // namespace

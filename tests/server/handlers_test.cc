@@ -1,6 +1,7 @@
 // ExposureFilterHandlers driven in-process: every RPC's behaviour, every
 // validation error (code and field path), the request limits at and just past
 // their values, and the wire layout of FilterRecalled's results.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,6 +39,7 @@ using exposure::v1::RecordExposureRequest;
 using exposure::v1::RecordExposureResponse;
 using exposure::v1::ResultMode;
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
@@ -327,6 +329,42 @@ TEST_F(ExposureFilterHandlersTest, KeepMaskLengthIsCeilNOver8WithZeroPadding) {
         << c.ids << " ids, " << c.keys << " keys";
     EXPECT_EQ(resp.removed_count(), 0u);
   }
+}
+
+TEST_F(ExposureFilterHandlersTest, KeepMaskAgreesWithKeptIdsForEveryBytePattern) {
+  Build(RequestLimits{}, 8);
+  // Candidate c is recorded iff bit c % 8 of c / 8 is set: the 256 bytes of
+  // the mask run through every pattern of removed bits (the mask is packed 8
+  // flags at a time), plus a ragged tail of 5.
+  std::vector<uint64_t> candidates, recorded;
+  for (uint64_t c = 0; c < 256 * 8 + 5; ++c) {
+    candidates.push_back(c);
+    if (((c / 8) >> (c % 8)) & 1) recorded.push_back(c);
+  }
+  ASSERT_THAT(Record({MakeExposure("alice", recorded)}), IsOk());
+  const FilterRecalledResponse mask = Filter(
+      MakeFilterRequest("alice", candidates, {}, exposure::v1::KEEP_MASK));
+  const FilterRecalledResponse ids = Filter(
+      MakeFilterRequest("alice", candidates, {}, exposure::v1::KEPT_IDS));
+  ASSERT_EQ(mask.keep_mask().size(), (candidates.size() + 7) / 8);
+  std::vector<uint64_t> kept_by_mask;
+  for (uint64_t c : candidates) {
+    if ((static_cast<uint8_t>(mask.keep_mask()[c / 8]) >> (c % 8)) & 1) {
+      kept_by_mask.push_back(c);
+    }
+  }
+  EXPECT_THAT(kept_by_mask, ElementsAreArray(ids.kept_ids().begin(),
+                                             ids.kept_ids().end()));
+  EXPECT_EQ(mask.removed_count(), candidates.size() - kept_by_mask.size());
+  EXPECT_EQ(mask.removed_count(), ids.removed_count());
+  // No false negatives; false positives only at the filter's small rate.
+  for (uint64_t c : recorded) {
+    EXPECT_FALSE(std::binary_search(kept_by_mask.begin(), kept_by_mask.end(), c))
+        << c;
+  }
+  EXPECT_GT(kept_by_mask.size(), (candidates.size() - recorded.size()) * 9 / 10);
+  // Padding bits past the last candidate are zero.
+  EXPECT_EQ(static_cast<uint8_t>(mask.keep_mask().back()) >> 5, 0);
 }
 
 TEST_F(ExposureFilterHandlersTest, UnknownUserAndSurfaceKeepEverything) {
