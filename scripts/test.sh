@@ -26,6 +26,6 @@ if [[ ${1:-} == thread ]]; then
   # std::mutex (src/store/annotated_mutex.h), which TSan sees, so their
   # concurrency tests run here. The client tests that start an in-process
   # gRPC server or channel (issue 5) are skipped for the same reason.
-  exclude=(-E "ExposureFilterServer|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest")
+  exclude=(-E "ExposureFilterServer|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|OverloadTest")
 fi
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${exclude[@]}"

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "src/server/admin_http_server.h"
+#include "src/server/admission_gate.h"
 #include "src/persist/store_durability.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/exposure_filter_metrics.h"
@@ -55,7 +56,7 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_, metrics_, process_metrics_};
+    return {grpc_metrics_, metrics_, process_metrics_, admission_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -63,6 +64,8 @@ class ExposureFilterServer {
   StoreDurability* durability() { return durability_.get(); }
   // What recovery found at startup (zeros when not durable).
   const RecoveryReport& recovery() const { return recovery_; }
+  // Overload protection (issue 8): the admission limits' state.
+  const AdmissionGate& admission() const { return *admission_; }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -79,6 +82,8 @@ class ExposureFilterServer {
   std::unique_ptr<StoreDurability> durability_;
   RecoveryReport recovery_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;
+  // Overload protection (issue 8); shared with the /metrics collectables.
+  std::shared_ptr<AdmissionGate> admission_;
   std::unique_ptr<ExposureFilterService> service_;
   // Metrics outlive server_ (its interceptors point at grpc_metrics_).
   std::shared_ptr<GrpcServerMetrics> grpc_metrics_;

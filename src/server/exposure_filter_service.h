@@ -5,6 +5,7 @@
 #define EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_
 
 #include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "src/server/admission_gate.h"
 #include "src/server/exposure_filter_handlers.h"
 
 namespace exposure_filter {
@@ -12,8 +13,12 @@ namespace exposure_filter {
 class ExposureFilterService final
     : public exposure::v1::ExposureFilter::CallbackService {
  public:
-  explicit ExposureFilterService(ExposureFilterHandlers* handlers)
-      : handlers_(handlers) {}
+  // `gate` (overload protection, issue 8) may be null: nothing is shed.
+  // Data-plane RPCs pass it before their handler runs; GetServerStats and
+  // the traced-user administration do not.
+  explicit ExposureFilterService(ExposureFilterHandlers* handlers,
+                                 AdmissionGate* gate = nullptr)
+      : handlers_(handlers), gate_(gate) {}
 
   grpc::ServerUnaryReactor* RecordExposure(
       grpc::CallbackServerContext* ctx,
@@ -57,7 +62,15 @@ class ExposureFilterService final
       exposure::v1::ListTracedUsersResponse* resp) override;
 
  private:
+  // Runs `handler` if the gate admits a request of `request_bytes`, and
+  // finishes the RPC with its status (or the gate's RESOURCE_EXHAUSTED).
+  template <typename Handler>
+  grpc::ServerUnaryReactor* Admitted(grpc::CallbackServerContext* ctx,
+                                     const char* method, size_t request_bytes,
+                                     Handler&& handler);
+
   ExposureFilterHandlers* const handlers_;
+  AdmissionGate* const gate_;
 };
 
 }  // namespace exposure_filter
