@@ -14,8 +14,7 @@ namespace {
 // when the interval completed nothing.
 double PercentileUs(std::vector<int64_t>& ns, double q) {
   if (ns.empty()) return NAN;
-  const size_t i =
-      std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()));
+  const size_t i = std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()));
   std::nth_element(ns.begin(), ns.begin() + i, ns.end());
   return ns[i] / 1e3;
 }
@@ -37,12 +36,13 @@ std::string IntervalJson(int index, double elapsed_s, double seconds,
   const double p99 = PercentileUs(s.latencies_ns, 0.99);
   return absl::StrCat(
       "{\"interval\":", index, ",\"unix_s\":",
-      Num(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())),
+      absl::StrFormat("%.3f",
+                      absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())),
       ",\"elapsed_s\":", Num(elapsed_s), ",\"seconds\":", Num(seconds),
-      ",\"requests\":", s.requests, ",\"requests_per_s\":",
-      Num(seconds > 0 ? s.requests / seconds : 0), ",\"p50_us\":", Num(p50),
-      ",\"p99_us\":", Num(p99), ",\"errors\":{", errs, "}",
-      ",\"server_rss_bytes\":",
+      ",\"requests\":", s.requests,
+      ",\"requests_per_s\":", Num(seconds > 0 ? s.requests / seconds : 0),
+      ",\"p50_us\":", Num(p50), ",\"p99_us\":", Num(p99), ",\"errors\":{", errs,
+      "}", ",\"server_rss_bytes\":",
       server_rss_bytes >= 0 ? absl::StrCat(server_rss_bytes) : "null", "}");
 }
 

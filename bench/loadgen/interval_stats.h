@@ -18,8 +18,8 @@ namespace exposure_filter::bench {
 class IntervalStats {
  public:
   struct Snapshot {
-    uint64_t requests = 0;               // completed OK
-    std::vector<int64_t> latencies_ns;   // of the OK ones, unsorted
+    uint64_t requests = 0;                   // completed OK
+    std::vector<int64_t> latencies_ns;       // of the OK ones, unsorted
     std::map<std::string, uint64_t> errors;  // by status code name
   };
 

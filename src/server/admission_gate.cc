@@ -27,8 +27,8 @@ absl::Status AdmissionGate::Admit(uint64_t request_bytes) {
     inflight_rpcs_.fetch_sub(1, std::memory_order_relaxed);
     shed_by_bytes_.fetch_add(1, std::memory_order_relaxed);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "server overloaded: requests in flight hold ",
-        bytes - request_bytes, " bytes; this one (", request_bytes,
+        "server overloaded: requests in flight hold ", bytes - request_bytes,
+        " bytes; this one (", request_bytes,
         " bytes) would exceed --max_inflight_request_bytes=",
         limits_.max_inflight_request_bytes, "; retry with backoff"));
   }

@@ -82,8 +82,8 @@ void LogShed(const char* method, const absl::Status& s) {
 
 template <typename Handler>
 grpc::ServerUnaryReactor* ExposureFilterService::Admitted(
-    grpc::CallbackServerContext* ctx, const char* method,
-    size_t request_bytes, Handler&& handler) {
+    grpc::CallbackServerContext* ctx, const char* method, size_t request_bytes,
+    Handler&& handler) {
   if (gate_ == nullptr) return Finish(ctx, method, handler());
   if (absl::Status admit = gate_->Admit(request_bytes); !admit.ok()) {
     LogShed(method, admit);
@@ -166,7 +166,8 @@ grpc::ServerUnaryReactor* ExposureFilterService::RemoveTracedUsers(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::RemoveTracedUsersRequest* req,
     exposure::v1::RemoveTracedUsersResponse* resp) {
-  return Finish(ctx, "RemoveTracedUsers", handlers_->RemoveTracedUsers(*req, resp));
+  return Finish(ctx, "RemoveTracedUsers",
+                handlers_->RemoveTracedUsers(*req, resp));
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::ListTracedUsers(

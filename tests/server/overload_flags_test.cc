@@ -32,9 +32,9 @@ class OverloadFlagsTest : public ::testing::Test {
                   defaults.max_concurrent_streams);
     absl::SetFlag(&FLAGS_max_inflight_rpcs,
                   static_cast<int64_t>(defaults.admission.max_inflight_rpcs));
-    absl::SetFlag(&FLAGS_max_inflight_request_bytes,
-                  static_cast<int64_t>(
-                      defaults.admission.max_inflight_request_bytes));
+    absl::SetFlag(
+        &FLAGS_max_inflight_request_bytes,
+        static_cast<int64_t>(defaults.admission.max_inflight_request_bytes));
   }
 };
 
