@@ -166,8 +166,7 @@ grpc::ServerUnaryReactor* ExposureFilterService::RemoveTracedUsers(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::RemoveTracedUsersRequest* req,
     exposure::v1::RemoveTracedUsersResponse* resp) {
-  return Finish(ctx, "RemoveTracedUsers",
-                handlers_->RemoveTracedUsers(*req, resp));
+  return Finish(ctx, "RemoveTracedUsers", handlers_->RemoveTracedUsers(*req, resp));
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::ListTracedUsers(
