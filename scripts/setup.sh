@@ -15,6 +15,8 @@ PACKAGES=(
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes
   # Issue 10: TLS (OpenSSL checks the PEM files; openssl makes test certs).
   libssl-dev openssl
+  # Issue 7: Kafka consumer + its mock cluster (tests), kcat (docs, tests).
+  librdkafka-dev kcat
 )
 
 missing=()

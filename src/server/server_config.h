@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "src/cluster/replica_ownership.h"
 #include "src/filter/filter_policy.h"
 #include "src/server/admission_gate.h"
 #include "src/server/transport_tuning.h"
@@ -115,6 +116,8 @@ struct ServerConfig {
   // durability.data_dir empty (the default here, for in-process tests) keeps
   // everything in memory only; the --data_dir flag defaults to ./data.
   DurabilityOptions durability;
+  // --- Scale-out (issue 7): Kafka partitions, replicas, this one's ordinal.
+  ClusterOptions cluster;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

@@ -1,5 +1,7 @@
 #include "src/server/server_flags.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "absl/flags/flag.h"
@@ -141,6 +143,18 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, tls_require_client_cert, true,
           "with --tls_client_ca: refuse clients that present no certificate "
           "(false: verify a certificate only if one is presented)");
+// --- Scale-out (issue 7): partition ownership -------------------------------
+ABSL_FLAG(int32_t, partitions, 0,
+          "partitions of the Kafka exposure topic (P); users are owned by "
+          "partition = murmur2(user id) mod P. 0: not partitioned, this "
+          "server owns every user");
+ABSL_FLAG(int32_t, replicas, 1,
+          "replicas sharing the partitions (N); replica r owns the partitions "
+          "p with p mod N == r");
+ABSL_FLAG(int32_t, replica_ordinal, -1,
+          "this replica's ordinal r in [0, N); -1: from the hostname's "
+          "-<ordinal> suffix (StatefulSet pod name) when --replicas > 1, "
+          "else 0");
 
 namespace exposure_filter {
 namespace {
@@ -259,6 +273,33 @@ absl::Status ApplyEnvironmentOverrides() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Scale-out (issue 7): --partitions, --replicas, --replica_ordinal (or the
+// ordinal in the StatefulSet hostname).
+absl::Status ClusterFromFlags(ClusterOptions* cluster) {
+  cluster->partitions = absl::GetFlag(FLAGS_partitions);
+  cluster->replicas = absl::GetFlag(FLAGS_replicas);
+  cluster->replica_ordinal = absl::GetFlag(FLAGS_replica_ordinal);
+  if (cluster->replica_ordinal == -1) {
+    cluster->replica_ordinal = 0;
+    // Without partitions, Validate() names the real mistake below.
+    if (cluster->replicas > 1 && cluster->partitions > 0) {
+      char host[256] = {};
+      if (gethostname(host, sizeof(host) - 1) != 0) {
+        return absl::InvalidArgumentError(
+            "--replica_ordinal=-1 but gethostname() failed; set it");
+      }
+      absl::StatusOr<int32_t> ordinal = OrdinalFromHostname(host);
+      if (!ordinal.ok()) return ordinal.status();
+      cluster->replica_ordinal = *ordinal;
+    }
+  }
+  return cluster->Validate();
+}
+
+}  // namespace
+
 absl::StatusOr<ServerConfig> ConfigFromFlags() {
   ServerConfig c;
   c.listen_address = absl::GetFlag(FLAGS_listen);
@@ -358,6 +399,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--tls_client_ca (mutual TLS) needs --tls_cert and --tls_key");
   }
+  if (absl::Status s = ClusterFromFlags(&c.cluster); !s.ok()) return s;
   return c;
 }
 
@@ -382,7 +424,8 @@ std::string ServerConfig::Summary() const {
       "keepalive_min_client_ping_interval=%s max_connection_idle=%s "
       "max_connection_age=%s "
       "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d "
-      "tls=%s grpc_memory_quota_bytes=%d max_concurrent_streams=%d "
+      "tls=%s partitions=%d replicas=%d replica_ordinal=%d "
+      "grpc_memory_quota_bytes=%d max_concurrent_streams=%d "
       "max_inflight_rpcs=%d max_inflight_request_bytes=%d",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
@@ -401,7 +444,8 @@ std::string ServerConfig::Summary() const {
       absl::FormatDuration(keepalive.max_connection_idle),
       absl::FormatDuration(keepalive.max_connection_age), trace_users.size(),
       trace_limits.max_users, trace_limits.max_entries_per_user,
-      TlsModeName(tls), overload.grpc_memory_quota_bytes,
+      TlsModeName(tls), cluster.partitions, cluster.replicas,
+      cluster.replica_ordinal, overload.grpc_memory_quota_bytes,
       overload.max_concurrent_streams, overload.admission.max_inflight_rpcs,
       overload.admission.max_inflight_request_bytes);
 }
