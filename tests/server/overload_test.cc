@@ -59,7 +59,7 @@ constexpr int kInflightRpcs = 8;
 constexpr int kStreamsPerConnection = 4;
 constexpr int kCallers = 200;
 constexpr int kChannels = 20;       // 10 callers share each connection
-constexpr int kCallsPerCaller = 3;  // 600 requests of ~5 MB: ~3 GB offered
+constexpr int kCallsPerCaller = 2;  // 400 requests of ~5 MB: ~2 GB offered
 constexpr int kWrittenUsersChecked = 40;
 
 int FreePort() {
