@@ -26,7 +26,8 @@ if [[ ${1:-} == thread ]]; then
   # std::mutex (src/store/annotated_mutex.h), which TSan sees, so their
   # concurrency tests run here. The client tests that start an in-process
   # gRPC server or channel (issue 5) are skipped for the same reason, and
-  # the cancellation storms of issue 8 (CancellationTest).
-  exclude=(-E "ExposureFilterServer|CancellationTest|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|DiskFaultServerTest")
+  # the cancellation storms of issue 8 (CancellationTest), and the
+  # real-binary overload flood (OverloadTest).
+  exclude=(-E "ExposureFilterServer|CancellationTest|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|DiskFaultServerTest|OverloadTest")
 fi
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${exclude[@]}"

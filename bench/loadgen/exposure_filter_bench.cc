@@ -9,6 +9,12 @@
 //   exposure-filter-bench --target=127.0.0.1:50051 --mix=filter
 //       --users=200 --exposures_per_user=2000 --candidates=5000 --duration=10s
 //   exposure-filter-bench --backend=redis --target=127.0.0.1:6379 ...
+//   exposure-filter-bench --mix=filter=6,get_filter_cached=2,record=1,delete=1
+//       --rate=700 --duration=10m --report_interval=1m --server_pid=PID
+//
+// --rate holds the total request rate (bench/soak.sh runs at ~70% of the
+// measured capacity); --report_interval prints a line per interval (rate,
+// p50/p99, errors by code, server RSS) during the measured phase.
 //
 // Traffic goes only to --target. Every run is bounded by --duration (and
 // --requests), plus the preload.
@@ -32,6 +38,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/loadgen/ground_truth.h"
+#include "bench/loadgen/interval_stats.h"
+#include "bench/loadgen/pacer.h"
 #include "bench/loadgen/redis_block_list.h"
 #include "bench/loadgen/report.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
@@ -47,7 +55,8 @@ ABSL_FLAG(std::string, mix, "filter",
           "weighted RPC mix, e.g. filter=9,record=1. filter = FilterRecalled; "
           "get_filter = GetFilter + local check; get_filter_cached = the same "
           "with if_version revalidation of a per-worker cache; record = "
-          "RecordExposure of --record_users x --record_items fresh items");
+          "RecordExposure of --record_users x --record_items fresh items; "
+          "delete = DeleteUser of one of the users record writes to");
 ABSL_FLAG(std::string, result_mode, "keep_mask", "keep_mask or kept_ids");
 ABSL_FLAG(std::string, surface, "bench", "surface name");
 ABSL_FLAG(int, users, 200, "users checked (preloaded with exposures)");
@@ -60,12 +69,21 @@ ABSL_FLAG(double, exposed_fraction, 0.5,
           "fraction of candidates the user was already shown");
 ABSL_FLAG(int, record_users, 50, "users per RecordExposure call");
 ABSL_FLAG(int, record_items, 20, "items per user per RecordExposure call");
+ABSL_FLAG(int, writer_users, 100000,
+          "users record and delete pick from (bench-w0 .. bench-wN-1); "
+          "fewer, with deletes in the mix, lets memory reach a steady state");
 ABSL_FLAG(int, threads, 2, "client threads (one channel each)");
 ABSL_FLAG(int, inflight, 4, "RPCs in flight per thread");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "measured phase");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2), "unmeasured warm-up");
 ABSL_FLAG(int64_t, requests, 0, "stop after this many requests (0 = no cap)");
-ABSL_FLAG(int, server_pid, 0, "local server pid, for CPU per request");
+ABSL_FLAG(int, server_pid, 0,
+          "local server pid, for CPU per request and RSS per interval");
+ABSL_FLAG(double, rate, 0,
+          "total requests/s over all workers (0 = as fast as they go)");
+ABSL_FLAG(absl::Duration, report_interval, absl::ZeroDuration(),
+          "print one line per interval of the measured phase (0 = none); "
+          "with --json each line is a JSON object before the summary");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of a table");
 ABSL_FLAG(int, http2_max_frame_size, 64 << 10, "client channel argument");
 ABSL_FLAG(int, tcp_read_chunk_size, 64 << 10, "client channel argument");
@@ -78,7 +96,7 @@ namespace {
 namespace v1 = exposure::v1;
 using Clock = std::chrono::steady_clock;
 
-enum class Op { kFilter, kGetFilter, kGetFilterCached, kRecord };
+enum class Op { kFilter, kGetFilter, kGetFilterCached, kRecord, kDelete };
 
 struct MixEntry {
   Op op;
@@ -104,6 +122,8 @@ absl::StatusOr<std::vector<MixEntry>> ParseMix(const std::string& spec) {
       op = Op::kGetFilterCached;
     else if (kv.first == "record")
       op = Op::kRecord;
+    else if (kv.first == "delete")
+      op = Op::kDelete;
     else
       return absl::InvalidArgumentError("--mix: unknown RPC " + kv.first);
     if (weight > 0) mix.push_back({op, weight});
@@ -119,7 +139,7 @@ struct Options {
   uint32_t users = 0, exposures = 0;
   size_t candidates = 0;
   double exposed_fraction = 0;
-  int record_users = 0, record_items = 0;
+  int record_users = 0, record_items = 0, writer_users = 0;
   int threads = 0, inflight = 0;
   int64_t max_requests = 0;
   TransportTuning transport;
@@ -240,6 +260,8 @@ struct Phase {
   std::atomic<bool> measuring{false};
   std::atomic<bool> stop{false};
   std::atomic<int64_t> measured_requests{0};
+  Pacer* pacer = nullptr;
+  IntervalStats* intervals = nullptr;  // null: no per-interval lines
 };
 
 struct CachedFilter {
@@ -271,6 +293,7 @@ class Worker {
     while (!phase_->stop.load(std::memory_order_relaxed)) {
       const bool measuring = phase_->measuring.load(std::memory_order_relaxed);
       const Op op = PickOp();
+      phase_->pacer->Wait();
       const Clock::time_point start = Clock::now();
       grpc::StatusCode code = grpc::StatusCode::OK;
       uint64_t items = 0;
@@ -288,6 +311,9 @@ class Worker {
         case Op::kRecord:
           code = Record(&items);
           break;
+        case Op::kDelete:
+          code = Delete(&items);
+          break;
       }
       const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              Clock::now() - start)
@@ -295,8 +321,10 @@ class Worker {
       if (!measuring) continue;
       if (code != grpc::StatusCode::OK) {
         ++result_.errors[CodeName(code)];
+        if (phase_->intervals) phase_->intervals->AddError(CodeName(code));
         continue;
       }
+      if (phase_->intervals) phase_->intervals->AddOk(ns);
       ++result_.requests;
       result_.items += items;
       result_.not_modified += not_modified;
@@ -321,6 +349,9 @@ class Worker {
   }
 
   uint32_t PickUser() { return static_cast<uint32_t>(rng_() % o_.users); }
+  std::string WriterName() {
+    return "bench-w" + std::to_string(rng_() % o_.writer_users);
+  }
 
   static void Deadline(grpc::ClientContext* ctx) {
     ctx->set_deadline(std::chrono::system_clock::now() +
@@ -411,7 +442,7 @@ class Worker {
     for (int i = 0; i < o_.record_users; ++i) {
       v1::Exposure* e = req.add_exposures();
       // Writers use their own users so the checked users' truth stays fixed.
-      e->set_user_id("bench-w" + std::to_string(rng_() % 100000));
+      e->set_user_id(WriterName());
       for (int j = 0; j < o_.record_items; ++j) e->add_item_ids(rng_());
     }
     v1::RecordExposureResponse resp;
@@ -420,6 +451,21 @@ class Worker {
     grpc::Status s = stub_->RecordExposure(&ctx, req, &resp);
     if (!s.ok()) return s.error_code();
     *items = static_cast<uint64_t>(o_.record_users) * o_.record_items;
+    return grpc::StatusCode::OK;
+  }
+
+  // Forgets one of the record writers' users (never a checked user, whose
+  // ground truth must stay fixed); a user not (yet) written is fine too.
+  grpc::StatusCode Delete(uint64_t* items) {
+    v1::DeleteUserRequest req;
+    req.set_surface(o_.surface);
+    req.set_user_id(WriterName());
+    v1::DeleteUserResponse resp;
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    grpc::Status s = stub_->DeleteUser(&ctx, req, &resp);
+    if (!s.ok()) return s.error_code();
+    *items = resp.existed() ? 1 : 0;
     return grpc::StatusCode::OK;
   }
 
@@ -487,16 +533,18 @@ int Main() {
   o.exposed_fraction = absl::GetFlag(FLAGS_exposed_fraction);
   o.record_users = absl::GetFlag(FLAGS_record_users);
   o.record_items = absl::GetFlag(FLAGS_record_items);
+  o.writer_users = absl::GetFlag(FLAGS_writer_users);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.inflight = absl::GetFlag(FLAGS_inflight);
   o.max_requests = absl::GetFlag(FLAGS_requests);
   if (users <= 0 || exposures < 0 || candidates <= 0 || o.threads <= 0 ||
       o.inflight <= 0 || o.record_users <= 0 || o.record_items <= 0 ||
+      o.writer_users <= 0 ||
       !(o.exposed_fraction >= 0 && o.exposed_fraction <= 1) ||
       o.max_requests < 0) {
     return fail(
-        "--users, --candidates, --threads, --inflight, --record_* must "
-        "be positive, --exposures_per_user and --requests >= 0, "
+        "--users, --candidates, --threads, --inflight, --record_*, "
+        "--writer_users must be positive, --exposures_per_user and --requests >= 0, "
         "--exposed_fraction in [0, 1]");
   }
   o.users = static_cast<uint32_t>(users);
@@ -538,7 +586,17 @@ int Main() {
   }
   if (!redis) report.server_bytes_per_user = ServerBytesPerUser(o);
 
+  const double rate = absl::GetFlag(FLAGS_rate);
+  const absl::Duration report_interval = absl::GetFlag(FLAGS_report_interval);
+  if (rate < 0 || report_interval < absl::ZeroDuration()) {
+    return fail("--rate and --report_interval must not be negative");
+  }
+  const bool json = absl::GetFlag(FLAGS_json);
+  Pacer pacer(rate);
+  IntervalStats intervals;
   Phase phase;
+  phase.pacer = &pacer;
+  if (report_interval > absl::ZeroDuration()) phase.intervals = &intervals;
   std::vector<std::unique_ptr<Worker>> workers;
   for (int t = 0; t < o.threads; ++t) {
     std::shared_ptr<grpc::Channel> channel = redis ? nullptr : MakeChannel(o);
@@ -559,11 +617,38 @@ int Main() {
   const double cpu0 = ProcessCpuSeconds(pid);
   const Clock::time_point t0 = Clock::now();
   phase.measuring.store(true);
-  const absl::Time deadline = absl::Now() + absl::GetFlag(FLAGS_duration);
+  const absl::Time begin = absl::Now();
+  const absl::Time deadline = begin + absl::GetFlag(FLAGS_duration);
+  absl::Time interval_start = begin;
+  int interval_index = 0;
+  // Ends the current interval: one line with what completed in it.
+  auto report_interval_line = [&](absl::Time end) {
+    const double len = absl::ToDoubleSeconds(end - interval_start);
+    const double elapsed = absl::ToDoubleSeconds(end - begin);
+    const int64_t rss = ProcessRssBytes(pid);
+    IntervalStats::Snapshot snap = intervals.Take();
+    const std::string line =
+        json ? IntervalJson(++interval_index, elapsed, len, std::move(snap),
+                            rss) +
+                   "\n"
+             : IntervalLine(++interval_index, elapsed, len, std::move(snap),
+                            rss);
+    std::fputs(line.c_str(), stdout);
+    std::fflush(stdout);
+    interval_start = end;
+  };
   while (!phase.stop.load() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
+    const absl::Time now = absl::Now();
+    if (phase.intervals && now - interval_start >= report_interval) {
+      report_interval_line(now);
+    }
   }
   phase.measuring.store(false);
+  // The last, partial interval (unless it is empty of time).
+  if (phase.intervals && absl::Now() - interval_start > absl::Seconds(1)) {
+    report_interval_line(absl::Now());
+  }
   const Clock::time_point t1 = Clock::now();
   const double cpu1 = ProcessCpuSeconds(pid);
   phase.stop.store(true);
@@ -583,7 +668,7 @@ int Main() {
   }
   report.Finish();
   std::fputs(
-      (absl::GetFlag(FLAGS_json) ? report.ToJson() + "\n" : report.ToTable())
+      (json ? report.ToJson() + "\n" : report.ToTable())
           .c_str(),
       stdout);
   return report.requests > 0 ? 0 : 1;

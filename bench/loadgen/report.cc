@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -127,6 +128,19 @@ double ProcessCpuSeconds(int pid) {
   if (f.size() < 13) return -1;
   const double ticks = std::stod(f[11]) + std::stod(f[12]);
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+int64_t ProcessRssBytes(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) != 0) continue;
+    std::vector<std::string> f =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    int64_t kb = 0;
+    if (f.size() >= 2 && absl::SimpleAtoi(f[1], &kb)) return kb * 1024;
+  }
+  return -1;
 }
 
 }  // namespace exposure_filter::bench

@@ -40,6 +40,9 @@ struct RunReport {
 
 // utime + stime of a local process in seconds, or < 0 if unreadable.
 double ProcessCpuSeconds(int pid);
+// Resident set size (VmRSS) of a local process in bytes, or < 0 if
+// unreadable.
+int64_t ProcessRssBytes(int pid);
 
 }  // namespace exposure_filter::bench
 

@@ -90,7 +90,9 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     s->durability_->AttachTraceLog(s->trace_log_.get());
     s->handlers_->SetAvailable(false);
   }
-  s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get());
+  s->admission_ = std::make_shared<AdmissionGate>(config.overload.admission);
+  s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get(),
+                                                        s->admission_.get());
   s->grpc_metrics_ = std::make_shared<GrpcServerMetrics>(
       std::vector<std::string>{kServiceName, "grpc.health.v1.Health",
                                "grpc.reflection.v1alpha.ServerReflection"});
@@ -120,6 +122,17 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ApplyTransportTuning(config.transport, &builder);
   ApplyKeepalive(config.keepalive, builder);
+  // Overload protection (issue 8): bound what gRPC buffers before handlers
+  // run; the AdmissionGate bounds what they hold after.
+  if (config.overload.grpc_memory_quota_bytes > 0) {
+    grpc::ResourceQuota quota("exposure-filter-server");
+    quota.Resize(static_cast<size_t>(config.overload.grpc_memory_quota_bytes));
+    builder.SetResourceQuota(quota);
+  }
+  if (config.overload.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                               config.overload.max_concurrent_streams);
+  }
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;

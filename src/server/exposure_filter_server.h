@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "src/server/admission_gate.h"
 #include "src/persist/store_durability.h"
 #include "src/server/admin_http_server.h"
 #include "src/server/durability_metrics.h"
@@ -56,7 +57,8 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_, metrics_, process_metrics_, durability_metrics_};
+    return {grpc_metrics_, metrics_, process_metrics_, durability_metrics_,
+            admission_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -64,6 +66,8 @@ class ExposureFilterServer {
   StoreDurability* durability() { return durability_.get(); }
   // What recovery found at startup (zeros when not durable).
   const RecoveryReport& recovery() const { return recovery_; }
+  // Overload protection (issue 8): the admission limits' state.
+  const AdmissionGate& admission() const { return *admission_; }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -80,6 +84,8 @@ class ExposureFilterServer {
   std::unique_ptr<StoreDurability> durability_;
   RecoveryReport recovery_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;
+  // Overload protection (issue 8); shared with the /metrics collectables.
+  std::shared_ptr<AdmissionGate> admission_;
   std::unique_ptr<ExposureFilterService> service_;
   // Metrics outlive server_ (its interceptors point at grpc_metrics_).
   std::shared_ptr<GrpcServerMetrics> grpc_metrics_;

@@ -24,8 +24,7 @@ bool IsServerFault(absl::StatusCode code) {
          code == absl::StatusCode::kDataLoss;
 }
 
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
-                                 const char* method, const absl::Status& s) {
+void LogError(const char* method, const absl::Status& s) {
   if (!s.ok()) {
     if (IsServerFault(s.code())) {
       static LogRateLimiter limiter(absl::Seconds(10));
@@ -42,58 +41,118 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
                     s.ToString());
     }
   }
+}
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
+                                 const char* method, const absl::Status& s) {
+  LogError(method, s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
   return reactor;
 }
 
+// Holds an admitted RPC's place at the gate until gRPC is done with the call
+// (response sent or call cancelled), so the limit also covers responses
+// waiting on slow readers.
+class AdmittedReactor final : public grpc::ServerUnaryReactor {
+ public:
+  AdmittedReactor(AdmissionGate* gate, uint64_t request_bytes)
+      : gate_(gate), request_bytes_(request_bytes) {}
+  void OnDone() override {
+    gate_->Release(request_bytes_);
+    delete this;
+  }
+
+ private:
+  AdmissionGate* const gate_;
+  const uint64_t request_bytes_;
+};
+
+void LogShed(const char* method, const absl::Status& s) {
+  // One line per interval however hard the flood; the metric counts all.
+  static LogRateLimiter limiter(absl::Seconds(10));
+  uint64_t suppressed = 0;
+  if (limiter.Allow(&suppressed)) {
+    spdlog::warn("event=overload_shed method={} status=\"{}\" suppressed={}",
+                 method, std::string(s.message()), suppressed);
+  }
+}
+
 }  // namespace
+
+template <typename Handler>
+grpc::ServerUnaryReactor* ExposureFilterService::Admitted(
+    grpc::CallbackServerContext* ctx, const char* method, size_t request_bytes,
+    Handler&& handler) {
+  if (gate_ == nullptr) return Finish(ctx, method, handler());
+  if (absl::Status admit = gate_->Admit(request_bytes); !admit.ok()) {
+    LogShed(method, admit);
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(admit));
+    return reactor;
+  }
+  const absl::Status s = handler();
+  LogError(method, s);
+  auto* reactor = new AdmittedReactor(gate_, request_bytes);
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
 
 grpc::ServerUnaryReactor* ExposureFilterService::RecordExposure(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::RecordExposureRequest* req,
     exposure::v1::RecordExposureResponse* resp) {
-  return Finish(ctx, "RecordExposure", handlers_->RecordExposure(*req, resp));
+  return Admitted(ctx, "RecordExposure", req->ByteSizeLong(),
+                  [&] { return handlers_->RecordExposure(*req, resp); });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::FilterRecalled(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::FilterRecalledRequest* req,
     exposure::v1::FilterRecalledResponse* resp) {
-  return Finish(ctx, "FilterRecalled", handlers_->FilterRecalled(*req, resp));
+  return Admitted(ctx, "FilterRecalled", req->ByteSizeLong(),
+                  [&] { return handlers_->FilterRecalled(*req, resp); });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::GetFilter(
     grpc::CallbackServerContext* ctx, const exposure::v1::GetFilterRequest* req,
     exposure::v1::GetFilterResponse* resp) {
-  return Finish(ctx, "GetFilter", handlers_->GetFilter(*req, resp));
+  return Admitted(ctx, "GetFilter", req->ByteSizeLong(),
+                  [&] { return handlers_->GetFilter(*req, resp); });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::GetUserStats(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::GetUserStatsRequest* req,
     exposure::v1::GetUserStatsResponse* resp) {
-  return Finish(ctx, "GetUserStats", handlers_->GetUserStats(*req, resp));
+  return Admitted(ctx, "GetUserStats", req->ByteSizeLong(),
+                  [&] { return handlers_->GetUserStats(*req, resp); });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::DeleteUser(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::DeleteUserRequest* req,
     exposure::v1::DeleteUserResponse* resp) {
-  return Finish(ctx, "DeleteUser", handlers_->DeleteUser(*req, resp));
+  return Admitted(ctx, "DeleteUser", req->ByteSizeLong(),
+                  [&] { return handlers_->DeleteUser(*req, resp); });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::GetServerStats(
     grpc::CallbackServerContext* ctx,
     const exposure::v1::GetServerStatsRequest* req,
     exposure::v1::GetServerStatsResponse* resp) {
-  return Finish(ctx, "GetServerStats", handlers_->GetServerStats(*req, resp));
+  const absl::Status s = handlers_->GetServerStats(*req, resp);
+  if (s.ok() && gate_ != nullptr) {
+    resp->set_rpcs_shed(gate_->shed_by_rpcs() + gate_->shed_by_bytes());
+  }
+  return Finish(ctx, "GetServerStats", s);
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::Explain(
     grpc::CallbackServerContext* ctx, const exposure::v1::ExplainRequest* req,
     exposure::v1::ExplainResponse* resp) {
-  return Finish(ctx, "Explain", handlers_->Explain(*req, resp));
+  return Admitted(ctx, "Explain", req->ByteSizeLong(),
+                  [&] { return handlers_->Explain(*req, resp); });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::AddTracedUsers(

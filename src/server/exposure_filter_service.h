@@ -5,6 +5,7 @@
 #define EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_
 
 #include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "src/server/admission_gate.h"
 #include "src/server/arena_message_allocator.h"
 #include "src/server/exposure_filter_handlers.h"
 
@@ -13,8 +14,12 @@ namespace exposure_filter {
 class ExposureFilterService final
     : public exposure::v1::ExposureFilter::CallbackService {
  public:
-  explicit ExposureFilterService(ExposureFilterHandlers* handlers)
-      : handlers_(handlers) {
+  // `gate` (overload protection, issue 8) may be null: nothing is shed.
+  // Data-plane RPCs pass it before their handler runs; GetServerStats and
+  // the traced-user administration do not.
+  explicit ExposureFilterService(ExposureFilterHandlers* handlers,
+                                 AdmissionGate* gate = nullptr)
+      : handlers_(handlers), gate_(gate) {
     // The hot RPCs parse into a per-call arena (arena_message_allocator.h).
     SetMessageAllocatorFor_RecordExposure(&record_allocator_);
     SetMessageAllocatorFor_FilterRecalled(&filter_allocator_);
@@ -63,6 +68,13 @@ class ExposureFilterService final
       exposure::v1::ListTracedUsersResponse* resp) override;
 
  private:
+  // Runs `handler` if the gate admits a request of `request_bytes`, and
+  // finishes the RPC with its status (or the gate's RESOURCE_EXHAUSTED).
+  template <typename Handler>
+  grpc::ServerUnaryReactor* Admitted(grpc::CallbackServerContext* ctx,
+                                     const char* method, size_t request_bytes,
+                                     Handler&& handler);
+
   ExposureFilterHandlers* const handlers_;
   ArenaMessageAllocator<exposure::v1::RecordExposureRequest,
                         exposure::v1::RecordExposureResponse>
@@ -74,6 +86,7 @@ class ExposureFilterService final
   ArenaMessageAllocator<exposure::v1::GetFilterRequest,
                         exposure::v1::GetFilterResponse>
       get_filter_allocator_;
+  AdmissionGate* const gate_;
 };
 
 }  // namespace exposure_filter

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "src/cluster/replica_ownership.h"
 #include "src/filter/filter_policy.h"
+#include "src/server/admission_gate.h"
 #include "src/server/transport_tuning.h"
 #include "src/store/trace_log.h"
 #include "src/persist/store_durability.h"
@@ -62,6 +63,24 @@ struct TlsOptions {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+// Overload protection (issue 8, docs/reliability.md "Overload"). Zero turns
+// a limit off.
+struct OverloadOptions {
+  // gRPC ResourceQuota (ResourceQuota::Resize): memory gRPC may use for
+  // transport buffers, i.e. requests being received and responses being
+  // sent. Under pressure gRPC shrinks flow-control windows, then cancels
+  // streams (the client sees RESOURCE_EXHAUSTED or UNAVAILABLE).
+  int64_t grpc_memory_quota_bytes = int64_t{512} << 20;
+  // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: calls one connection may have
+  // open at once; more wait in the client.
+  int max_concurrent_streams = 100;
+  // AdmissionGate (admission_gate.h): data-plane RPCs in flight across the
+  // server, and the bytes of their request messages.
+  AdmissionLimits admission = {/*max_inflight_rpcs=*/256,
+                               /*max_inflight_request_bytes=*/int64_t{256}
+                                   << 20};
+};
+
 struct ServerConfig {
   std::string listen_address = "localhost:50051";
   int shards = 64;
@@ -76,6 +95,8 @@ struct ServerConfig {
   TlsOptions tls;
   // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
   TransportTuning transport;
+  // Reliability (issue 8): overload protection.
+  OverloadOptions overload;
   // Traced users (issue 6): traced from startup, and the bounds.
   std::vector<std::string> trace_users;
   TraceLimits trace_limits;

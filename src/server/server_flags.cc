@@ -57,6 +57,23 @@ ABSL_FLAG(int, tcp_min_read_chunk_size, 16 << 10,
           "grpc.experimental.tcp_min_read_chunk_size");
 ABSL_FLAG(int, tcp_max_read_chunk_size, 4 << 20,
           "grpc.experimental.tcp_max_read_chunk_size");
+// --- Reliability (issue 8): overload protection, docs/reliability.md ------
+ABSL_FLAG(int64_t, grpc_memory_quota_bytes, int64_t{512} << 20,
+          "gRPC resource quota: memory for transport buffers (requests being "
+          "received, responses being sent); under pressure gRPC shrinks "
+          "flow-control windows, then cancels streams (0 = gRPC's default, "
+          "unbounded)");
+ABSL_FLAG(int, max_concurrent_streams, 100,
+          "HTTP/2 streams (calls) one client connection may have open at "
+          "once; more wait in the client (0 = gRPC's default, unlimited)");
+ABSL_FLAG(int64_t, max_inflight_rpcs, 256,
+          "data-plane RPCs handled at once across the server (from admission "
+          "until the response is sent); above it RPCs are answered "
+          "RESOURCE_EXHAUSTED at once (0 = no limit)");
+ABSL_FLAG(int64_t, max_inflight_request_bytes, int64_t{256} << 20,
+          "bytes of the request messages of the RPCs in flight; above it "
+          "RPCs are answered RESOURCE_EXHAUSTED at once (0 = no limit; a "
+          "larger request alone is still admitted)");
 // Traced users (issue 6: Explain, traced users, CLI).
 ABSL_FLAG(std::vector<std::string>, trace_users, {},
           "comma-separated user ids whose exposures are also kept exactly "
@@ -156,6 +173,9 @@ constexpr const char* kEnvFlags[] = {
     "keepalive_timeout", "keepalive_min_client_ping_interval",
     "keepalive_max_ping_strikes", "keepalive_permit_without_calls",
     "max_connection_idle", "max_connection_age", "max_connection_age_grace",
+    // Reliability (issue 8): overload protection.
+    "grpc_memory_quota_bytes", "max_concurrent_streams", "max_inflight_rpcs",
+    "max_inflight_request_bytes",
     // Traced users (issue 6).
     "trace_users", "trace_max_users", "trace_max_entries_per_user",
     // Durability (issue 4).
@@ -211,6 +231,27 @@ absl::Status OperationsFromFlags(ServerConfig* c) {
         absl::StrCat("--keepalive_max_ping_strikes must not be negative, got ",
                      k.max_ping_strikes));
   }
+  return absl::OkStatus();
+}
+
+// Overload protection flags (issue 8).
+absl::Status OverloadFromFlags(OverloadOptions* o) {
+  o->grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
+  o->max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  const int64_t rpcs = absl::GetFlag(FLAGS_max_inflight_rpcs);
+  const int64_t bytes = absl::GetFlag(FLAGS_max_inflight_request_bytes);
+  for (auto [name, value] :
+       {std::pair{"grpc_memory_quota_bytes", o->grpc_memory_quota_bytes},
+        {"max_concurrent_streams", int64_t{o->max_concurrent_streams}},
+        {"max_inflight_rpcs", rpcs},
+        {"max_inflight_request_bytes", bytes}}) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, " must not be negative (0 = no limit), got ", value));
+    }
+  }
+  o->admission.max_inflight_rpcs = static_cast<uint64_t>(rpcs);
+  o->admission.max_inflight_request_bytes = static_cast<uint64_t>(bytes);
   return absl::OkStatus();
 }
 
@@ -304,6 +345,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
       absl::GetFlag(FLAGS_tcp_max_read_chunk_size);
   if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
   if (absl::Status s = OperationsFromFlags(&c); !s.ok()) return s;
+  if (absl::Status s = OverloadFromFlags(&c.overload); !s.ok()) return s;
   // Traced users (issue 6).
   const int trace_max_users = absl::GetFlag(FLAGS_trace_max_users);
   const int trace_max_entries = absl::GetFlag(FLAGS_trace_max_entries_per_user);
@@ -382,7 +424,9 @@ std::string ServerConfig::Summary() const {
       "keepalive_min_client_ping_interval=%s max_connection_idle=%s "
       "max_connection_age=%s "
       "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d "
-      "tls=%s partitions=%d replicas=%d replica_ordinal=%d",
+      "tls=%s partitions=%d replicas=%d replica_ordinal=%d "
+      "grpc_memory_quota_bytes=%d max_concurrent_streams=%d "
+      "max_inflight_rpcs=%d max_inflight_request_bytes=%d",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -401,7 +445,9 @@ std::string ServerConfig::Summary() const {
       absl::FormatDuration(keepalive.max_connection_age), trace_users.size(),
       trace_limits.max_users, trace_limits.max_entries_per_user,
       TlsModeName(tls), cluster.partitions, cluster.replicas,
-      cluster.replica_ordinal);
+      cluster.replica_ordinal, overload.grpc_memory_quota_bytes,
+      overload.max_concurrent_streams, overload.admission.max_inflight_rpcs,
+      overload.admission.max_inflight_request_bytes);
 }
 
 }  // namespace exposure_filter
