@@ -18,6 +18,10 @@
 #include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
 #include "src/server/grpc_server_metrics.h"
+#include "src/server/kafka_exposure_sink.h"
+#include "src/server/kafka_ingest_metrics.h"
+#include "src/ingest/kafka_ingest.h"
+#include "src/cluster/replica_ownership.h"
 #include "src/server/process_metrics.h"
 #include "src/server/server_config.h"
 #include "src/store/clock.h"
@@ -55,7 +59,7 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_, metrics_, process_metrics_};
+    return {grpc_metrics_, metrics_, process_metrics_, kafka_metrics_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -63,6 +67,8 @@ class ExposureFilterServer {
   StoreDurability* durability() { return durability_.get(); }
   // What recovery found at startup (zeros when not durable).
   const RecoveryReport& recovery() const { return recovery_; }
+  // The Kafka consumer (issue 7); null when --kafka_brokers is empty.
+  KafkaIngest* kafka_ingest() { return kafka_ingest_.get(); }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -84,6 +90,12 @@ class ExposureFilterServer {
   std::shared_ptr<GrpcServerMetrics> grpc_metrics_;
   std::shared_ptr<ExposureFilterMetrics> metrics_;
   std::shared_ptr<ProcessMetrics> process_metrics_;
+  // Kafka ingest (issue 7): the consumer stops before the final snapshot so
+  // the snapshot holds its last durable offsets.
+  std::shared_ptr<KafkaIngestMetrics> kafka_metrics_;
+  std::unique_ptr<ReplicaOwnership> ownership_;
+  std::unique_ptr<KafkaExposureSink> kafka_sink_;
+  std::unique_ptr<KafkaIngest> kafka_ingest_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
