@@ -432,7 +432,7 @@ void KafkaIngest::Flush(PendingBatch* batch) {
       spdlog::error(
           "kafka: {} refused ({}); the partitions wait and the batch is "
           "retried ({} retries since the last line)",
-          what, s.ToString(), suppressed);
+          std::string(what), s.ToString(), suppressed);
       next_log = absl::Now() + kLogInterval;
       suppressed = 0;
     } else {

@@ -26,6 +26,7 @@
 #ifndef EXPOSURE_FILTER_SRC_INGEST_KAFKA_INGEST_H_
 #define EXPOSURE_FILTER_SRC_INGEST_KAFKA_INGEST_H_
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
