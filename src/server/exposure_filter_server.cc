@@ -180,8 +180,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     // fail the start, not a replica that looks healthy).
     s->ownership_ = std::make_unique<ReplicaOwnership>(config.cluster);
     s->kafka_sink_ = std::make_unique<KafkaExposureSink>(
-        s->handlers_.get(), s->surfaces_.get(), s->store_.get(),
-        config.limits);
+        s->handlers_.get(), s->surfaces_.get(), s->store_.get(), config.limits);
     absl::StatusOr<std::unique_ptr<KafkaIngest>> ingest =
         KafkaIngest::Start(config.kafka, s->ownership_.get(),
                            s->kafka_sink_.get(), s->durability_.get());

@@ -28,7 +28,9 @@ std::optional<BadMessageReason> Decode(const KafkaMessageDecoder& d,
                                        RecordExposureRequest* out) {
   std::string why;
   auto r = d.Decode(key, value, out, &why);
-  if (r.has_value()) EXPECT_FALSE(why.empty());
+  if (r.has_value()) {
+    EXPECT_FALSE(why.empty());
+  }
   return r;
 }
 

@@ -137,6 +137,7 @@ TEST_F(ConsumerOffsetsDurabilityTest, FinalSnapshotAloneRestoresThem) {
   EXPECT_EQ(l->report.consumer_offsets, Offsets("ex", {{2, 99}}));
   // And the next snapshot keeps them though nothing new was logged.
   ASSERT_TRUE(l->d->Close(/*final_snapshot=*/true).ok());
+  l.reset();  // releases the data dir's lock
   auto again = Boot();
   EXPECT_EQ(again->report.consumer_offsets, Offsets("ex", {{2, 99}}));
 }

@@ -12,6 +12,8 @@ absl::StatusOr<std::unique_ptr<KafkaMockCluster>> KafkaMockCluster::Start(
   std::unique_ptr<KafkaMockCluster> m(new KafkaMockCluster());
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  // Silences the notice that this handle has no bootstrap.servers.
+  rd_kafka_conf_set(conf, "log_level", "4", err, sizeof err);
   // The handle only hosts the mock brokers; it never connects anywhere.
   m->handle_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
   if (m->handle_ == nullptr) {

@@ -8,7 +8,7 @@
 // knows exactly what every user was shown. --bad adds that many undecodable
 // messages (keyed by real users, so they land on every replica).
 //
-//   kafka-produce-exposures --brokers=127.0.0.1:9092 --topic=exposures \
+//   kafka-produce-exposures --brokers=127.0.0.1:9092 --topic=exposures
 //       --users=20000 --messages_per_user=10 --format=exposure
 #include <google/protobuf/util/json_util.h>
 #include <librdkafka/rdkafkacpp.h>
