@@ -148,6 +148,7 @@ class KafkaScaleOutTest(unittest.TestCase):
                 s.close()
         self.mock.terminate()
         self.mock.wait(timeout=30)
+        self.mock.stdout.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # --- helpers --------------------------------------------------------
