@@ -38,6 +38,8 @@ ABSL_FLAG(int, items, 10, "item ids per message");
 ABSL_FLAG(int, users, 20000, "distinct users");
 ABSL_FLAG(int, partitions, 12, "topic partitions");
 ABSL_FLAG(int, probes, 300, "freshness samples");
+ABSL_FLAG(std::string, fetch_wait_max_ms, "",
+          "librdkafka fetch.wait.max.ms of the consumer (\"\" = its default)");
 ABSL_FLAG(absl::Duration, batch_wait, absl::Milliseconds(50),
           "--kafka_max_batch_wait of the server");
 
@@ -108,6 +110,10 @@ int main(int argc, char** argv) {
   c.kafka.topic = "exposures";
   c.kafka.format = exposure_filter::KafkaMessageFormat::kExposure;
   c.kafka.max_batch_wait = absl::GetFlag(FLAGS_batch_wait);
+  if (!absl::GetFlag(FLAGS_fetch_wait_max_ms).empty()) {
+    c.kafka.librdkafka_config.emplace_back(
+        "fetch.wait.max.ms", absl::GetFlag(FLAGS_fetch_wait_max_ms));
+  }
   exposure_filter::SystemClock clock;
   const double cpu0 = CpuSeconds();
   const absl::Time t0 = absl::Now();
@@ -165,8 +171,12 @@ int main(int argc, char** argv) {
   };
   std::printf(
       "freshness (produce -> visible in FilterRecalled), %d samples, "
-      "batch_wait %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+      "batch_wait %s, fetch.wait.max.ms %s: p50 %.1f ms, p99 %.1f ms, max %.1f "
+      "ms\n",
       probes, absl::FormatDuration(absl::GetFlag(FLAGS_batch_wait)).c_str(),
+      absl::GetFlag(FLAGS_fetch_wait_max_ms).empty()
+          ? "default"
+          : absl::GetFlag(FLAGS_fetch_wait_max_ms).c_str(),
       pct(0.50), pct(0.99), ms.back());
   (*server)->Shutdown();
   server->reset();

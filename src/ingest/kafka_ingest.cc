@@ -177,6 +177,9 @@ absl::StatusOr<std::unique_ptr<KafkaIngest>> KafkaIngest::Start(
        }) {
     if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
   }
+  for (const auto& [name, value] : options.librdkafka_config) {
+    if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
+  }
   std::string err;
   conf->set("event_cb", &EventLogger(), err);
   // Declared before the consumer, so it outlives librdkafka's last call.

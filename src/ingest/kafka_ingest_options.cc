@@ -44,6 +44,15 @@ absl::Status KafkaIngestOptions::Validate() const {
   if (max_batch_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--kafka_max_batch_wait: negative");
   }
+  for (const auto& [name, value] : librdkafka_config) {
+    if (name == "enable.auto.commit" || name == "enable.auto.offset.store" ||
+        name == "group.id" || name == "bootstrap.servers") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kafka_config: ", name,
+          " is set by the server (offsets are committed only once durable; "
+          "use --kafka_group / --kafka_brokers)"));
+    }
+  }
   if (start_offset != "earliest" && start_offset != "latest") {
     return absl::InvalidArgumentError(
         absl::StrCat("--kafka_start_offset: \"", start_offset,

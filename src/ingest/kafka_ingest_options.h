@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -43,6 +45,11 @@ struct KafkaIngestOptions {
   // "earliest" replays the topic's retention (nothing recorded is missed),
   // "latest" only new messages.
   std::string start_offset = "earliest";
+  // Further librdkafka properties (security.protocol, sasl.*, ssl.*,
+  // fetch.wait.max.ms, ...), applied last; they may not override the ones
+  // the at-least-once scheme depends on (enable.auto.commit,
+  // enable.auto.offset.store).
+  std::vector<std::pair<std::string, std::string>> librdkafka_config;
 
   bool enabled() const { return !brokers.empty(); }
   absl::Status Validate() const;

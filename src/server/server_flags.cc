@@ -159,6 +159,9 @@ ABSL_FLAG(absl::Duration, kafka_max_batch_wait, absl::Milliseconds(50),
 ABSL_FLAG(std::string, kafka_start_offset, "earliest",
           "where a partition with no stored offset starts: earliest or "
           "latest");
+ABSL_FLAG(std::vector<std::string>, kafka_config, {},
+          "further librdkafka properties, name=value,... (e.g. "
+          "security.protocol=SASL_SSL,sasl.mechanism=PLAIN)");
 
 namespace exposure_filter {
 namespace {
@@ -187,7 +190,7 @@ constexpr const char* kEnvFlags[] = {
     // Kafka ingest (issue 7).
     "kafka_brokers", "kafka_topic", "kafka_group", "kafka_format",
     "kafka_surface", "kafka_max_batch_messages", "kafka_max_batch_wait",
-    "kafka_start_offset"};
+    "kafka_start_offset", "kafka_config"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -401,6 +404,14 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   c.kafka.max_batch_messages = absl::GetFlag(FLAGS_kafka_max_batch_messages);
   c.kafka.max_batch_wait = absl::GetFlag(FLAGS_kafka_max_batch_wait);
   c.kafka.start_offset = absl::GetFlag(FLAGS_kafka_start_offset);
+  for (const std::string& kv : absl::GetFlag(FLAGS_kafka_config)) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kafka_config: \"", kv, "\" is not name=value"));
+    }
+    c.kafka.librdkafka_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
   if (absl::Status s = c.kafka.Validate(); !s.ok()) return s;
   return c;
 }
