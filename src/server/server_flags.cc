@@ -407,8 +407,8 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   for (const std::string& kv : absl::GetFlag(FLAGS_kafka_config)) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--kafka_config: \"", kv, "\" is not name=value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kafka_config: \"", kv, "\" is not name=value"));
     }
     c.kafka.librdkafka_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
