@@ -27,6 +27,6 @@ if [[ ${1:-} == thread ]]; then
   # concurrency tests run here. The client tests that start an in-process
   # gRPC server or channel (issue 5) are skipped for the same reason, and so
   # are the Kafka consumer tests with the in-process server (issue 7).
-  exclude=(-E "ExposureFilterServer|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|KafkaIngestTest")
+  exclude=(-E "ExposureFilterServer|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|DiskFaultServerTest|KafkaIngestTest")
 fi
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${exclude[@]}"

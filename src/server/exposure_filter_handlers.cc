@@ -74,6 +74,16 @@ absl::Status ExposureFilterHandlers::CommitWrite() const {
       "; the write is not durable and was not acknowledged, retry later"));
 }
 
+absl::Status ExposureFilterHandlers::CheckWritable() const {
+  if (durability_ == nullptr) return absl::OkStatus();
+  absl::Status s = durability_->WriteStatus();
+  if (s.ok()) return s;
+  return absl::UnavailableError(absl::StrCat(
+      "write-ahead log: ", s.message(),
+      "; writes are refused until the data_dir takes writes again (reads "
+      "still work), retry later"));
+}
+
 absl::Status ExposureFilterHandlers::RecordExposure(
     const exposure::v1::RecordExposureRequest& req,
     exposure::v1::RecordExposureResponse* resp) {
@@ -82,6 +92,7 @@ absl::Status ExposureFilterHandlers::RecordExposure(
   if (absl::Status s = ValidateRecordExposure(req, limits_, now); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckWritable(); !s.ok()) return s;
   absl::StatusOr<const Surface*> surface =
       surfaces_->GetOrCreate(req.surface());
   if (!surface.ok()) return surface.status();
@@ -147,9 +158,9 @@ void ExposureFilterHandlers::TraceExposures(
   trace_log_->Record(surface.name, traced);
 }
 
-absl::Status ExposureFilterHandlers::ResolveRead(absl::string_view surface_name,
-                                                 absl::string_view user_id,
-                                                 const Surface** surface) const {
+absl::Status ExposureFilterHandlers::ResolveRead(
+    absl::string_view surface_name, absl::string_view user_id,
+    const Surface** surface) const {
   if (absl::Status s = SurfaceRegistry::ValidateName(surface_name); !s.ok()) {
     return s;
   }
@@ -273,6 +284,7 @@ absl::Status ExposureFilterHandlers::DeleteUser(
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckWritable(); !s.ok()) return s;
   resp->set_existed(surface != nullptr &&
                     store_->DeleteUser(*surface, req.user_id()));
   trace_log_->DropUserEntries(req.surface(), req.user_id());
@@ -315,6 +327,12 @@ absl::Status ExposureFilterHandlers::GetServerStats(
   resp->set_users_evicted(ev.users);
   resp->set_bytes_evicted(ev.bytes);
   resp->set_table_slack_bytes(usage.table_slack_bytes);
+  if (durability_ != nullptr) {
+    resp->set_durable(true);
+    const absl::Status wal = durability_->WriteStatus();
+    resp->set_wal_writable(wal.ok());
+    resp->set_wal_error(std::string(wal.message()));
+  }
   return absl::OkStatus();
 }
 

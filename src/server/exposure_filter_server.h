@@ -12,8 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "src/server/admin_http_server.h"
 #include "src/persist/store_durability.h"
+#include "src/server/admin_http_server.h"
+#include "src/server/durability_metrics.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
@@ -59,7 +60,8 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_, metrics_, process_metrics_, kafka_metrics_};
+    return {grpc_metrics_, metrics_, process_metrics_, durability_metrics_,
+            kafka_metrics_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -90,6 +92,8 @@ class ExposureFilterServer {
   std::shared_ptr<GrpcServerMetrics> grpc_metrics_;
   std::shared_ptr<ExposureFilterMetrics> metrics_;
   std::shared_ptr<ProcessMetrics> process_metrics_;
+  // Disk faults (issue 8): exports nothing when not durable.
+  std::shared_ptr<DurabilityMetrics> durability_metrics_;
   // Kafka ingest (issue 7): the consumer stops before the final snapshot so
   // the snapshot holds its last durable offsets.
   std::shared_ptr<KafkaIngestMetrics> kafka_metrics_;
