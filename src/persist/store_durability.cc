@@ -98,6 +98,9 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
       report.expired_users = load->expired_users;
       report.metadata = std::move(load->metadata);
       ImportTrace(&report);
+      if (absl::Status s = ImportConsumerOffsets(&report.metadata); !s.ok()) {
+        return s;
+      }
       break;
     }
     if (!absl::IsDataLoss(load.status())) return load.status();
@@ -153,6 +156,7 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
     last_snapshot_time_ = MonotonicTime();
   }
   store_->SetJournal(this);
+  report.consumer_offsets = consumer_offsets();
   report.duration = MonotonicTime() - start;
   spdlog::info(
       "recovery: {} users from snapshot {} ({} aged out), {} log records "
@@ -210,6 +214,18 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
     store_->Record(**s, {&ue, 1});
   };
   auto apply_trace = [&](uint8_t type, absl::string_view body) {
+    if (type == kWalConsumerOffsets) {
+      ConsumerOffsets advanced;
+      if (absl::Status s = DecodeConsumerOffsets(body, &advanced); !s.ok()) {
+        // Checksummed but undecodable: a bug. The data is still replayed;
+        // at worst the consumer re-reads from older offsets (idempotent).
+        spdlog::error("recovery: {}", std::string(s.message()));
+        return true;
+      }
+      MutexLock lock(&offsets_mu_);
+      offsets_.Merge(advanced);
+      return true;
+    }
     if (trace_log_ == nullptr || !IsTraceWalRecordType(type)) return false;
     TraceWalRecord r;
     if (absl::Status s = DecodeTraceWalRecord(type, body, &r); !s.ok()) {
@@ -304,6 +320,34 @@ absl::Status StoreDurability::ReplayLog(const DataDir::Listing& listing,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status StoreDurability::ImportConsumerOffsets(
+    SnapshotMetadata* metadata) {
+  auto it = std::find_if(
+      metadata->begin(), metadata->end(),
+      [](const auto& kv) { return kv.first == kConsumerOffsetsMetadataKey; });
+  if (it == metadata->end()) return absl::OkStatus();
+  ConsumerOffsets offsets;
+  if (absl::Status s = DecodeConsumerOffsets(it->second, &offsets); !s.ok()) {
+    return s;
+  }
+  MutexLock lock(&offsets_mu_);
+  offsets_ = std::move(offsets);
+  return absl::OkStatus();
+}
+
+void StoreDurability::LogConsumerOffsets(const ConsumerOffsets& advanced) {
+  std::string body;
+  EncodeConsumerOffsets(advanced, &body);
+  MutexLock lock(&offsets_mu_);
+  wal_->Append(kWalConsumerOffsets, body);
+  offsets_.Merge(advanced);
+}
+
+ConsumerOffsets StoreDurability::consumer_offsets() const {
+  MutexLock lock(&offsets_mu_);
+  return offsets_;
 }
 
 void StoreDurability::ImportTrace(RecoveryReport* report) {
@@ -413,15 +457,22 @@ absl::Status StoreDurability::SnapshotLocked() {
   // was applied under the shard lock before it was appended).
   absl::StatusOr<uint64_t> covered = absl::UnknownError("not rotated");
   absl::StatusOr<std::string> trace = std::string();
-  if (trace_log_ != nullptr) {
-    // Trace changes are not idempotent: export at exactly the rotation, so
-    // each is in this snapshot or in the log after it, not both.
-    trace = trace_log_->ExportAtCut([&] {
+  ConsumerOffsets offsets_at_cut;
+  {
+    // Consumed offsets are logged under this lock: the copy holds exactly
+    // the offsets logged in the segments this snapshot covers.
+    MutexLock offsets_lock(&offsets_mu_);
+    offsets_at_cut = offsets_;
+    if (trace_log_ != nullptr) {
+      // Trace changes are not idempotent: export at exactly the rotation, so
+      // each is in this snapshot or in the log after it, not both.
+      trace = trace_log_->ExportAtCut([&] {
+        covered = wal_->Rotate();
+        return covered.status();
+      });
+    } else {
       covered = wal_->Rotate();
-      return covered.status();
-    });
-  } else {
-    covered = wal_->Rotate();
+    }
   }
   if (!covered.ok()) {
     ++snapshot_failures_;
@@ -434,6 +485,11 @@ absl::Status StoreDurability::SnapshotLocked() {
   last_snapshot_time_ = start;
   SnapshotMetadata metadata =
       metadata_provider_ ? metadata_provider_() : SnapshotMetadata{};
+  if (!offsets_at_cut.topic.empty()) {
+    std::string value;
+    EncodeConsumerOffsets(offsets_at_cut, &value);
+    metadata.emplace_back(kConsumerOffsetsMetadataKey, std::move(value));
+  }
   if (trace_log_ != nullptr && trace.ok()) {
     if (trace->size() + 64 > kMaxFrameBytes) {
       // Only with huge --trace_max_users x --trace_max_entries_per_user;

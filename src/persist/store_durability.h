@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/persist/consumer_offsets_record.h"
 #include "src/persist/data_dir.h"
 #include "src/persist/disk_errors.h"
 #include "src/persist/snapshot.h"
@@ -82,6 +83,9 @@ struct RecoveryReport {
   // exposure of a traced user logged without its trace record), so every
   // traced user now counts as traced since the restart.
   bool trace_reset = false;
+  // Kafka ingest (issue 7): consumed offsets of the snapshot plus the log
+  // records after it (empty topic: none were ever logged).
+  ConsumerOffsets consumer_offsets;
 };
 
 // Snapshot metadata key holding TraceLog::Export().
@@ -138,6 +142,15 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   DurabilityStats stats() const;
   const DiskErrorCounts& disk_errors() const { return disk_errors_; }
 
+  // Kafka ingest (issue 7). Appends the offsets a batch advanced, after the
+  // batch's own records; Commit() then makes both durable at once. It runs
+  // under the lock a snapshot holds across its log rotation, so the offsets
+  // a snapshot stores are exactly those logged in the segments it covers,
+  // whose data the store already holds.
+  void LogConsumerOffsets(const ConsumerOffsets& advanced);
+  // The recovered offsets plus everything logged since.
+  ConsumerOffsets consumer_offsets() const;
+
   // StoreJournal.
   void OnRecord(absl::string_view surface, absl::string_view user_id,
                 int64_t event_ms,
@@ -162,6 +175,8 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   // Restores the trace from the loaded snapshot's metadata (and drops it
   // from the report's copy).
   void ImportTrace(RecoveryReport* report);
+  // Restores the consumed offsets from the loaded snapshot's metadata.
+  absl::Status ImportConsumerOffsets(SnapshotMetadata* metadata);
   absl::Status SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
   // One error line per kFailureLogPeriod at most (a failed log is retried
   // every second), with the number held back.
@@ -194,6 +209,8 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   uint64_t failure_logs_held_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
   std::function<SnapshotMetadata()> metadata_provider_
       ABSL_GUARDED_BY(snapshot_mu_);
+  mutable Mutex offsets_mu_;  // before the trace's and the log's locks
+  ConsumerOffsets offsets_ ABSL_GUARDED_BY(offsets_mu_);
   std::atomic<uint64_t> snapshots_written_{0};
   std::atomic<uint64_t> snapshot_failures_{0};
   std::atomic<uint64_t> last_snapshot_bytes_{0};

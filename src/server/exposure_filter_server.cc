@@ -100,6 +100,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
       s->surfaces_.get(), s->store_.get(), s->handlers_.get());
   s->process_metrics_ = std::make_shared<ProcessMetrics>();
   s->durability_metrics_ = std::make_shared<DurabilityMetrics>();
+  s->kafka_metrics_ = std::make_shared<KafkaIngestMetrics>();
   if (!config.admin_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<AdminHttpServer>> admin =
         AdminHttpServer::Start(config.admin_listen_address, s->collectables());
@@ -189,6 +190,27 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     }
   }
   if (durable) s->handlers_->SetAvailable(true);
+  if (config.kafka.enabled()) {
+    // Kafka ingest (issue 7): after recovery (it seeks to the recovered
+    // offsets), before SERVING (a topic with the wrong partition count must
+    // fail the start, not a replica that looks healthy).
+    s->ownership_ = std::make_unique<ReplicaOwnership>(config.cluster);
+    s->kafka_sink_ = std::make_unique<KafkaExposureSink>(
+        s->handlers_.get(), s->surfaces_.get(), s->store_.get(), config.limits);
+    absl::StatusOr<std::unique_ptr<KafkaIngest>> ingest =
+        KafkaIngest::Start(config.kafka, s->ownership_.get(),
+                           s->kafka_sink_.get(), s->durability_.get());
+    if (!ingest.ok()) {
+      s->server_->Shutdown();
+      if (s->durability_ != nullptr) {
+        s->durability_->Close(/*final_snapshot=*/false).IgnoreError();
+      }
+      s->server_.reset();
+      return ingest.status();
+    }
+    s->kafka_ingest_ = *std::move(ingest);
+    s->kafka_metrics_->Attach(s->kafka_ingest_.get());
+  }
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
   s->sweeper_ = std::thread([p = s.get()] { p->HousekeepingLoop(); });
@@ -272,6 +294,12 @@ void ExposureFilterServer::Shutdown() {
     stopping_.Notify();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(config_.shutdown_grace));
+    // Kafka ingest (issue 7): its last batch is recorded and its offsets
+    // logged before the final snapshot, which then holds them.
+    if (kafka_ingest_ != nullptr) {
+      kafka_metrics_->Attach(nullptr);
+      kafka_ingest_->Stop();
+    }
     // No RPC runs any more: the final snapshot holds every acknowledged
     // write, and the next start replays an empty log tail.
     if (durability_ != nullptr) {

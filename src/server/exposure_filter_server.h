@@ -20,6 +20,10 @@
 #include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
 #include "src/server/grpc_server_metrics.h"
+#include "src/server/kafka_exposure_sink.h"
+#include "src/server/kafka_ingest_metrics.h"
+#include "src/ingest/kafka_ingest.h"
+#include "src/cluster/replica_ownership.h"
 #include "src/server/process_metrics.h"
 #include "src/server/server_config.h"
 #include "src/store/clock.h"
@@ -58,7 +62,7 @@ class ExposureFilterServer {
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
     return {grpc_metrics_, metrics_, process_metrics_, durability_metrics_,
-            admission_};
+            admission_, kafka_metrics_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -68,6 +72,8 @@ class ExposureFilterServer {
   const RecoveryReport& recovery() const { return recovery_; }
   // Overload protection (issue 8): the admission limits' state.
   const AdmissionGate& admission() const { return *admission_; }
+  // The Kafka consumer (issue 7); null when --kafka_brokers is empty.
+  KafkaIngest* kafka_ingest() { return kafka_ingest_.get(); }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -93,6 +99,12 @@ class ExposureFilterServer {
   std::shared_ptr<ProcessMetrics> process_metrics_;
   // Disk faults (issue 8): exports nothing when not durable.
   std::shared_ptr<DurabilityMetrics> durability_metrics_;
+  // Kafka ingest (issue 7): the consumer stops before the final snapshot so
+  // the snapshot holds its last durable offsets.
+  std::shared_ptr<KafkaIngestMetrics> kafka_metrics_;
+  std::unique_ptr<ReplicaOwnership> ownership_;
+  std::unique_ptr<KafkaExposureSink> kafka_sink_;
+  std::unique_ptr<KafkaIngest> kafka_ingest_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

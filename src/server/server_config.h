@@ -13,6 +13,7 @@
 #include "src/cluster/replica_ownership.h"
 #include "src/filter/filter_policy.h"
 #include "src/server/admission_gate.h"
+#include "src/ingest/kafka_ingest_options.h"
 #include "src/server/transport_tuning.h"
 #include "src/store/trace_log.h"
 #include "src/persist/store_durability.h"
@@ -118,6 +119,9 @@ struct ServerConfig {
   DurabilityOptions durability;
   // --- Scale-out (issue 7): Kafka partitions, replicas, this one's ordinal.
   ClusterOptions cluster;
+  // --- Kafka ingest (issue 7): the optional consumer; off when
+  // kafka.brokers is empty (docs/kafka.md).
+  KafkaIngestOptions kafka;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

@@ -156,6 +156,30 @@ ABSL_FLAG(int32_t, replica_ordinal, -1,
           "-<ordinal> suffix (StatefulSet pod name) when --replicas > 1, "
           "else 0");
 
+// --- Kafka ingest (issue 7): the optional consumer (docs/kafka.md) ----------
+ABSL_FLAG(std::string, kafka_brokers, "",
+          "Kafka bootstrap servers (host:port,...); empty: no Kafka consumer");
+ABSL_FLAG(std::string, kafka_topic, "exposures",
+          "topic of exposure messages keyed by user id");
+ABSL_FLAG(std::string, kafka_group, "exposure-filter",
+          "consumer group: offsets are committed there once durable here "
+          "(for lag tools), and are the start without a --data_dir");
+ABSL_FLAG(std::string, kafka_format, "request",
+          "message value encoding: request (protobuf RecordExposureRequest), "
+          "exposure (protobuf Exposure), json (JSON Exposure)");
+ABSL_FLAG(std::string, kafka_surface, "",
+          "surface of exposure/json messages (\"\" = the default surface)");
+ABSL_FLAG(int32_t, kafka_max_batch_messages, 5000,
+          "record a Kafka batch when it holds this many messages...");
+ABSL_FLAG(absl::Duration, kafka_max_batch_wait, absl::Milliseconds(50),
+          "...or when its first message has waited this long");
+ABSL_FLAG(std::string, kafka_start_offset, "earliest",
+          "where a partition with no stored offset starts: earliest or "
+          "latest");
+ABSL_FLAG(std::vector<std::string>, kafka_config, {},
+          "further librdkafka properties, name=value,... (e.g. "
+          "security.protocol=SASL_SSL,sasl.mechanism=PLAIN)");
+
 namespace exposure_filter {
 namespace {
 
@@ -182,7 +206,11 @@ constexpr const char* kEnvFlags[] = {
     "data_dir", "fsync", "fsync_interval", "snapshot_interval",
     "snapshot_wal_bytes", "strict_recovery",
     // Issue 10: TLS / mutual TLS.
-    "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert"};
+    "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert",
+    // Kafka ingest (issue 7).
+    "kafka_brokers", "kafka_topic", "kafka_group", "kafka_format",
+    "kafka_surface", "kafka_max_batch_messages", "kafka_max_batch_wait",
+    "kafka_start_offset", "kafka_config"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -400,6 +428,33 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
         "--tls_client_ca (mutual TLS) needs --tls_cert and --tls_key");
   }
   if (absl::Status s = ClusterFromFlags(&c.cluster); !s.ok()) return s;
+  // Kafka ingest (issue 7).
+  c.kafka.brokers = absl::GetFlag(FLAGS_kafka_brokers);
+  c.kafka.topic = absl::GetFlag(FLAGS_kafka_topic);
+  c.kafka.group = absl::GetFlag(FLAGS_kafka_group);
+  if (absl::Status s = ParseKafkaMessageFormat(
+          absl::GetFlag(FLAGS_kafka_format), &c.kafka.format);
+      !s.ok()) {
+    return s;
+  }
+  c.kafka.surface = absl::GetFlag(FLAGS_kafka_surface);
+  if (absl::Status s = Positive("--kafka_max_batch_messages",
+                                absl::GetFlag(FLAGS_kafka_max_batch_messages));
+      !s.ok()) {
+    return s;
+  }
+  c.kafka.max_batch_messages = absl::GetFlag(FLAGS_kafka_max_batch_messages);
+  c.kafka.max_batch_wait = absl::GetFlag(FLAGS_kafka_max_batch_wait);
+  c.kafka.start_offset = absl::GetFlag(FLAGS_kafka_start_offset);
+  for (const std::string& kv : absl::GetFlag(FLAGS_kafka_config)) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kafka_config: \"", kv, "\" is not name=value"));
+    }
+    c.kafka.librdkafka_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  if (absl::Status s = c.kafka.Validate(); !s.ok()) return s;
   return c;
 }
 
@@ -426,7 +481,7 @@ std::string ServerConfig::Summary() const {
       "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d "
       "tls=%s partitions=%d replicas=%d replica_ordinal=%d "
       "grpc_memory_quota_bytes=%d max_concurrent_streams=%d "
-      "max_inflight_rpcs=%d max_inflight_request_bytes=%d",
+      "max_inflight_rpcs=%d max_inflight_request_bytes=%d kafka=%s",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -447,7 +502,10 @@ std::string ServerConfig::Summary() const {
       TlsModeName(tls), cluster.partitions, cluster.replicas,
       cluster.replica_ordinal, overload.grpc_memory_quota_bytes,
       overload.max_concurrent_streams, overload.admission.max_inflight_rpcs,
-      overload.admission.max_inflight_request_bytes);
+      overload.admission.max_inflight_request_bytes,
+      kafka.enabled() ? absl::StrCat(kafka.brokers, "/", kafka.topic, "/",
+                                     KafkaMessageFormatName(kafka.format))
+                      : "off");
 }
 
 }  // namespace exposure_filter

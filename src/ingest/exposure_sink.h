@@ -1,0 +1,35 @@
+// ExposureSink: where the Kafka consumer records what it decoded. The server
+// implements it with the RecordExposure handler itself, so Kafka and gRPC
+// writes share one path: validation, limits, the store, traced users, the
+// write-ahead log commit, the metrics.
+#ifndef EXPOSURE_FILTER_SRC_INGEST_EXPOSURE_SINK_H_
+#define EXPOSURE_FILTER_SRC_INGEST_EXPOSURE_SINK_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "exposure/v1/exposure_filter.pb.h"
+
+namespace exposure_filter {
+
+class ExposureSink {
+ public:
+  virtual ~ExposureSink() = default;
+  // Checks one message's exposures as RecordExposure would, changing
+  // nothing: OutOfRange when an event time is outside what the surface
+  // accepts (negative, beyond --max_future_skew, or older than the
+  // retention window), InvalidArgument (naming the field) for anything else.
+  virtual absl::Status Validate(
+      const exposure::v1::RecordExposureRequest& message) = 0;
+  // Records a batch of validated messages; OK only once it is durable (as
+  // durable as an acknowledged RecordExposure).
+  virtual absl::Status Record(
+      const exposure::v1::RecordExposureRequest& batch) = 0;
+  // Per-call limits a batch must respect (RecordExposure's).
+  virtual size_t max_exposures_per_batch() const = 0;
+  virtual size_t max_items_per_batch() const = 0;
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_INGEST_EXPOSURE_SINK_H_

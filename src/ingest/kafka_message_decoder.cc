@@ -1,0 +1,94 @@
+#include "src/ingest/kafka_message_decoder.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace exposure_filter {
+
+const char* BadMessageReasonName(BadMessageReason reason) {
+  switch (reason) {
+    case BadMessageReason::kUndecodable:
+      return "undecodable";
+    case BadMessageReason::kMissingUser:
+      return "missing_user";
+    case BadMessageReason::kKeyMismatch:
+      return "key_mismatch";
+    case BadMessageReason::kNotOwned:
+      return "not_owned";
+    case BadMessageReason::kEventTime:
+      return "event_time";
+    case BadMessageReason::kInvalid:
+      return "invalid";
+  }
+  return "?";
+}
+
+std::optional<BadMessageReason> KafkaMessageDecoder::Decode(
+    absl::string_view key, absl::string_view value,
+    exposure::v1::RecordExposureRequest* out, std::string* why) const {
+  out->Clear();
+  switch (format_) {
+    case KafkaMessageFormat::kRequest:
+      if (!out->ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+        *why = absl::StrCat("not a protobuf RecordExposureRequest (",
+                            value.size(), " bytes)");
+        return BadMessageReason::kUndecodable;
+      }
+      break;
+    case KafkaMessageFormat::kExposure:
+      out->set_surface(surface_);
+      if (!out->add_exposures()->ParseFromArray(
+              value.data(), static_cast<int>(value.size()))) {
+        *why =
+            absl::StrCat("not a protobuf Exposure (", value.size(), " bytes)");
+        return BadMessageReason::kUndecodable;
+      }
+      break;
+    case KafkaMessageFormat::kJson: {
+      out->set_surface(surface_);
+      // Unknown fields are an error: a misspelt "item_id" must not turn
+      // into an exposure of nothing.
+      google::protobuf::util::JsonParseOptions options;
+      options.ignore_unknown_fields = false;
+      const google::protobuf::util::Status s =
+          google::protobuf::util::JsonStringToMessage(
+              google::protobuf::StringPiece(value.data(), value.size()),
+              out->add_exposures(), options);
+      if (!s.ok()) {
+        *why =
+            absl::StrCat("not a JSON Exposure: ",
+                         std::string(s.message().data(), s.message().size()));
+        return BadMessageReason::kUndecodable;
+      }
+      break;
+    }
+  }
+  if (out->exposures_size() == 0) {
+    *why = "no exposures";
+    return BadMessageReason::kMissingUser;
+  }
+  for (const exposure::v1::Exposure& e : out->exposures()) {
+    if (e.user_id().empty()) {
+      *why = "an exposure has no user_id";
+      return BadMessageReason::kMissingUser;
+    }
+    if (e.user_id() != key) {
+      *why = key.empty()
+                 ? std::string("message has no key (the user id)")
+                 : absl::StrCat("key is not the user_id of an exposure ", "(",
+                                e.user_id().size(), "-byte user)");
+      return BadMessageReason::kKeyMismatch;
+    }
+  }
+  // The key equals every user id now, so one ownership check covers all.
+  if (ownership_ != nullptr && !ownership_->OwnsUser(key)) {
+    *why = absl::StrCat("user belongs to partition ",
+                        ownership_->PartitionOfUser(key), " of replica ",
+                        ownership_->OwnerOfUser(key));
+    return BadMessageReason::kNotOwned;
+  }
+  return std::nullopt;
+}
+
+}  // namespace exposure_filter

@@ -1,0 +1,63 @@
+// Turning one Kafka message (key = user id, value = exposures) into the
+// RecordExposureRequest the store records, and classifying the ones that
+// must be skipped. Formats (the --kafka_format flag; docs/kafka.md):
+//
+//   request   binary exposure.v1.RecordExposureRequest; every exposure's
+//             user_id must equal the key
+//   exposure  binary exposure.v1.Exposure
+//   json      proto3 JSON of exposure.v1.Exposure, e.g.
+//             {"user_id":"u1","item_ids":["42"],"item_keys":["a"],
+//              "event_time_ms":"1700000000000"}
+//             (also lowerCamelCase names and plain JSON numbers)
+//
+// The key must be the user id: it chose the partition, and a replica only
+// consumes its own partitions, so a message whose payload names another
+// user would land on a replica that does not serve that user.
+#ifndef EXPOSURE_FILTER_SRC_INGEST_KAFKA_MESSAGE_DECODER_H_
+#define EXPOSURE_FILTER_SRC_INGEST_KAFKA_MESSAGE_DECODER_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "exposure/v1/exposure_filter.pb.h"
+#include "src/cluster/replica_ownership.h"
+#include "src/ingest/kafka_ingest_options.h"
+
+namespace exposure_filter {
+
+// Why a message was skipped (a metric label and a log field).
+enum class BadMessageReason {
+  kUndecodable,  // not the configured format
+  kMissingUser,  // no exposure, or an exposure with no user_id
+  kKeyMismatch,  // the key is absent or differs from an exposure's user_id
+  kNotOwned,     // the user belongs to another replica's partitions
+  kEventTime,    // negative, too far ahead, or older than the retention
+  kInvalid,      // any other RecordExposure validation error
+};
+inline constexpr int kNumBadMessageReasons = 6;
+const char* BadMessageReasonName(BadMessageReason reason);
+
+class KafkaMessageDecoder {
+ public:
+  // `ownership` may be null (every user is ours).
+  KafkaMessageDecoder(KafkaMessageFormat format, std::string surface,
+                      const ReplicaOwnership* ownership)
+      : format_(format), surface_(std::move(surface)), ownership_(ownership) {}
+
+  // Decodes `value` into `out` and checks the key and ownership. Returns
+  // the reason to skip the message (with a human-readable `why`), or
+  // nullopt when it may go on to validation.
+  std::optional<BadMessageReason> Decode(
+      absl::string_view key, absl::string_view value,
+      exposure::v1::RecordExposureRequest* out, std::string* why) const;
+
+ private:
+  const KafkaMessageFormat format_;
+  const std::string surface_;
+  const ReplicaOwnership* const ownership_;
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_INGEST_KAFKA_MESSAGE_DECODER_H_
