@@ -21,6 +21,7 @@ RUN apt-get update -qq \
       build-essential cmake ninja-build pkg-config \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev libxxhash-dev libspdlog-dev libssl-dev prometheus-cpp-dev \
+      librdkafka-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -36,11 +37,13 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
 FROM ${RUNTIME_IMAGE}
 # Only the runtime libraries (their -dev packages stay in the builder):
 # gRPC C++ (pulls libgrpc29, re2, c-ares), protobuf, Abseil, xxHash, spdlog
-# (pulls fmt), OpenSSL, prometheus-cpp (pulls civetweb).
+# (pulls fmt), OpenSSL, prometheus-cpp (pulls civetweb), librdkafka (the
+# optional Kafka consumer, issue 7).
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libxxhash0 libspdlog1.10 \
       libssl3 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
+      librdkafka1 librdkafka++1 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
  && groupadd --system --gid 65532 exposure \
  && useradd --system --uid 65532 --gid 65532 --no-create-home \
