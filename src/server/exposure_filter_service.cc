@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "exposure_filter/owner_hint.h"
 #include "src/server/log_rate_limiter.h"
 
 namespace exposure_filter {
@@ -41,6 +42,12 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
       spdlog::debug("event=rpc_error method={} status=\"{}\"", method,
                     s.ToString());
     }
+  }
+  // Scale-out (issue 7): "not my user" carries the owner for routing
+  // clients (include/exposure_filter/owner_hint.h).
+  if (const auto owner = s.GetPayload(kOwnerHintPayloadUrl);
+      owner.has_value()) {
+    ctx->AddTrailingMetadata(kOwnerHintMetadataKey, std::string(*owner));
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));

@@ -97,6 +97,10 @@ struct ServerConfig {
   DurabilityOptions durability;
   // --- Scale-out (issue 7): Kafka partitions, replicas, this one's ordinal.
   ClusterOptions cluster;
+  // How replicas are reached, for "owned by" errors: "{ordinal}" is
+  // replaced, e.g. "exposure-filter-{ordinal}.exposure-filter:50051";
+  // "" = errors name the ordinal only.
+  std::string replica_address_template;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

@@ -138,6 +138,11 @@ ABSL_FLAG(int32_t, replica_ordinal, -1,
           "this replica's ordinal r in [0, N); -1: from the hostname's "
           "-<ordinal> suffix (StatefulSet pod name) when --replicas > 1, "
           "else 0");
+ABSL_FLAG(std::string, replica_address_template, "",
+          "address of replica {ordinal}, named in the FAILED_PRECONDITION "
+          "answer for another replica's user, e.g. "
+          "\"exposure-filter-{ordinal}.exposure-filter:50051\" (the "
+          "StatefulSet's headless Service); empty: the ordinal only");
 
 namespace exposure_filter {
 namespace {
@@ -162,7 +167,9 @@ constexpr const char* kEnvFlags[] = {
     "data_dir", "fsync", "fsync_interval", "snapshot_interval",
     "snapshot_wal_bytes", "strict_recovery",
     // Issue 10: TLS / mutual TLS.
-    "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert"};
+    "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert",
+    // Scale-out (issue 7): partition ownership (deploy/ sets them by env).
+    "partitions", "replicas", "replica_ordinal", "replica_address_template"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -358,6 +365,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
         "--tls_client_ca (mutual TLS) needs --tls_cert and --tls_key");
   }
   if (absl::Status s = ClusterFromFlags(&c.cluster); !s.ok()) return s;
+  c.replica_address_template = absl::GetFlag(FLAGS_replica_address_template);
   return c;
 }
 
