@@ -215,17 +215,18 @@ TEST_F(RoutingClientTest, DeleteAndExplainGoToTheOwner) {
 }
 
 TEST_F(RoutingClientTest, AClientWithAnotherPartitionCountIsToldSo) {
-  // Same replicas, P = 6 instead of 12: some users land on a wrong replica.
-  std::unique_ptr<RoutingClient> wrong = Router(6, addresses_);
+  // Same replicas, P = 8 instead of 12: some users land on a wrong replica.
+  // (Not P = 6: when N divides P, owner = (h % P) % N = h % N whatever P.)
+  std::unique_ptr<RoutingClient> wrong = Router(8, addresses_);
   ASSERT_NE(wrong, nullptr);
   int diagnosed = 0;
   for (const std::string& user : RandomUsers(100, 13)) {
     auto r = wrong->FilterRecalled(Recall(user, 1000));
-    if (r.ok()) continue;  // P = 6 and 12 happen to agree on this user
+    if (r.ok()) continue;  // P = 8 and 12 happen to agree on this user
     ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(std::string(r.status().message()),
                 HasSubstr("routing misconfigured: this client routes with "
-                          "partitions=6 replicas=3 but the server at "
+                          "partitions=8 replicas=3 but the server at "
                           "replica_addresses["));
     EXPECT_THAT(std::string(r.status().message()),
                 HasSubstr("--partitions=12 --replicas=3"));
