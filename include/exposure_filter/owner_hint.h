@@ -8,11 +8,11 @@
 //   ordinal=1;partition=7;partitions=12;replicas=3;self=0;
 //   address=ef-1.ef:50051   (one line)
 //
-// (self is the answering replica's ordinal; address only when the server knows it, --replica_address_template).
-// Routing clients compare partitions/replicas with their own configuration:
-// a mismatch means the client, or the cluster, is misconfigured. The C++
-// client (exposure_filter_client.h) copies the metadata into the returned
-// absl::Status as a payload under kOwnerHintPayloadUrl.
+// (self is the answering replica's ordinal; address only when the server knows
+// it, --replica_address_template). Routing clients compare partitions/replicas
+// with their own configuration: a mismatch means the client, or the cluster, is
+// misconfigured. The C++ client (exposure_filter_client.h) copies the metadata
+// into the returned absl::Status as a payload under kOwnerHintPayloadUrl.
 #ifndef EXPOSURE_FILTER_OWNER_HINT_H_
 #define EXPOSURE_FILTER_OWNER_HINT_H_
 
@@ -34,18 +34,17 @@ inline constexpr char kOwnerHintPayloadUrl[] =
     "type.exposure-filter.dev/exposure.v1.OwnerHint";
 
 struct OwnerHint {
-  int32_t ordinal = -1;     // the replica that owns the user
-  int32_t partition = -1;   // the user's partition
-  int32_t partitions = 0;   // the answering server's P
-  int32_t replicas = 0;     // the answering server's N
-  int32_t self = -1;        // the answering replica's ordinal
-  std::string address;      // the owner's address, "" if unknown
+  int32_t ordinal = -1;    // the replica that owns the user
+  int32_t partition = -1;  // the user's partition
+  int32_t partitions = 0;  // the answering server's P
+  int32_t replicas = 0;    // the answering server's N
+  int32_t self = -1;       // the answering replica's ordinal
+  std::string address;     // the owner's address, "" if unknown
 
   std::string Encode() const {
-    std::string out =
-        absl::StrCat("ordinal=", ordinal, ";partition=", partition,
-                     ";partitions=", partitions, ";replicas=", replicas,
-                     ";self=", self);
+    std::string out = absl::StrCat(
+        "ordinal=", ordinal, ";partition=", partition,
+        ";partitions=", partitions, ";replicas=", replicas, ";self=", self);
     if (!address.empty()) absl::StrAppend(&out, ";address=", address);
     return out;
   }

@@ -14,10 +14,9 @@ std::vector<std::string> StatefulSetReplicaAddresses(
   std::vector<std::string> addresses;
   addresses.reserve(replicas > 0 ? replicas : 0);
   for (int i = 0; i < replicas; ++i) {
-    addresses.push_back(absl::StrCat(
-        statefulset, "-", i, ".", service,
-        kubernetes_namespace.empty() ? "" : ".", kubernetes_namespace, ":",
-        port));
+    addresses.push_back(absl::StrCat(statefulset, "-", i, ".", service,
+                                     kubernetes_namespace.empty() ? "" : ".",
+                                     kubernetes_namespace, ":", port));
   }
   return addresses;
 }
@@ -45,12 +44,12 @@ absl::StatusOr<std::unique_ptr<RoutingClient>> RoutingClient::Connect(
   std::vector<std::unique_ptr<ExposureFilterClient>> clients;
   for (size_t i = 0; i < options.replica_addresses.size(); ++i) {
     absl::StatusOr<std::unique_ptr<ExposureFilterClient>> c =
-        ExposureFilterClient::Connect(options.replica_addresses[i],
-                                      credentials, options.client);
+        ExposureFilterClient::Connect(options.replica_addresses[i], credentials,
+                                      options.client);
     if (!c.ok()) {
-      return absl::Status(c.status().code(),
-                          absl::StrCat("replica_addresses[", i,
-                                       "]: ", c.status().message()));
+      return absl::Status(
+          c.status().code(),
+          absl::StrCat("replica_addresses[", i, "]: ", c.status().message()));
     }
     clients.push_back(*std::move(c));
   }
@@ -90,13 +89,14 @@ absl::Status RoutingClient::Diagnose(int32_t replica,
   if (!hint.has_value()) return status;
   std::string why;
   if (hint->partitions != partitions_ || hint->replicas != replicas()) {
-    why = absl::StrCat("routing misconfigured: this client routes with "
-                       "partitions=",
-                       partitions_, " replicas=", replicas(),
-                       " but the server at replica_addresses[", replica,
-                       "] runs --partitions=", hint->partitions,
-                       " --replicas=", hint->replicas,
-                       "; make them agree (docs/scale-out.md)");
+    why = absl::StrCat(
+        "routing misconfigured: this client routes with "
+        "partitions=",
+        partitions_, " replicas=", replicas(),
+        " but the server at replica_addresses[", replica,
+        "] runs --partitions=", hint->partitions,
+        " --replicas=", hint->replicas,
+        "; make them agree (docs/scale-out.md)");
   } else if (hint->self != replica) {
     why = absl::StrCat("routing misconfigured: replica_addresses[", replica,
                        "] reaches replica ", hint->self,
@@ -109,8 +109,7 @@ absl::Status RoutingClient::Diagnose(int32_t replica,
   }
   absl::Status diagnosed(status.code(),
                          absl::StrCat(why, ": ", status.message()));
-  diagnosed.SetPayload(kOwnerHintPayloadUrl,
-                       absl::Cord(hint->Encode()));
+  diagnosed.SetPayload(kOwnerHintPayloadUrl, absl::Cord(hint->Encode()));
   return diagnosed;
 }
 
@@ -199,9 +198,9 @@ RoutingClient::GetServerStats() const {
     absl::StatusOr<exposure::v1::GetServerStatsResponse> s =
         clients_[r]->GetServerStats({});
     if (!s.ok()) {
-      return absl::Status(s.status().code(),
-                          absl::StrCat("replica ", r, ": ",
-                                       s.status().message()));
+      return absl::Status(
+          s.status().code(),
+          absl::StrCat("replica ", r, ": ", s.status().message()));
     }
     all.push_back(*std::move(s));
   }

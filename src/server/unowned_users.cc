@@ -15,13 +15,13 @@ uint64_t DropUnownedUsers(const ReplicaOwnership& ownership,
     // Collected under the shard's shared lock, deleted after it is released
     // (DeleteUser takes the same lock exclusively).
     unowned.clear();
-    store->VisitShard(shard, [&](const Surface& surface,
-                                 absl::string_view user_id,
-                                 const UserFilter& /*filter*/) {
-      if (!ownership.OwnsUser(user_id)) {
-        unowned.emplace_back(&surface, std::string(user_id));
-      }
-    });
+    store->VisitShard(shard,
+                      [&](const Surface& surface, absl::string_view user_id,
+                          const UserFilter& /*filter*/) {
+                        if (!ownership.OwnsUser(user_id)) {
+                          unowned.emplace_back(&surface, std::string(user_id));
+                        }
+                      });
     for (const auto& [surface, user_id] : unowned) {
       if (store->DeleteUser(*surface, user_id)) ++dropped;
       if (trace_log != nullptr) {

@@ -18,8 +18,8 @@ absl::Status UserOwnershipGate::Check(absl::string_view field,
   if (!ownership_.partitioned()) return absl::OkStatus();
   OwnerHint hint;
   hint.partition = ownership_.PartitionOfUser(user_id);
-  hint.ordinal = ReplicaForPartition(hint.partition,
-                                     ownership_.options().replicas);
+  hint.ordinal =
+      ReplicaForPartition(hint.partition, ownership_.options().replicas);
   if (hint.ordinal == ownership_.options().replica_ordinal) {
     return absl::OkStatus();
   }

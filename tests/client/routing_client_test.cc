@@ -118,18 +118,18 @@ TEST(RoutingClientCreateTest, ImpossibleConfigurationsAreRefused) {
   RoutingOptions o;
   o.partitions = 0;
   o.replica_addresses = {"127.0.0.1:1"};
-  EXPECT_THAT(std::string(RoutingClient::Connect(
-                              o, grpc::InsecureChannelCredentials())
-                              .status()
-                              .message()),
-              HasSubstr("partitions"));
+  EXPECT_THAT(
+      std::string(RoutingClient::Connect(o, grpc::InsecureChannelCredentials())
+                      .status()
+                      .message()),
+      HasSubstr("partitions"));
   o.partitions = 1;
   o.replica_addresses = {"127.0.0.1:1", "127.0.0.1:2"};
-  EXPECT_THAT(std::string(RoutingClient::Connect(
-                              o, grpc::InsecureChannelCredentials())
-                              .status()
-                              .message()),
-              HasSubstr("exceed partitions=1"));
+  EXPECT_THAT(
+      std::string(RoutingClient::Connect(o, grpc::InsecureChannelCredentials())
+                      .status()
+                      .message()),
+      HasSubstr("exceed partitions=1"));
 }
 
 TEST_F(RoutingClientTest, RoutedCallsForRandomUsersAllSucceed) {
@@ -275,9 +275,8 @@ TEST_F(RoutingClientTest, ABatchWithAnOwnerDownReportsPerOwnerStatuses) {
   EXPECT_TRUE(result.owners[2].status.ok()) << result.owners[2].status;
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(result.FailedExposures(), result.owners[1].exposures);
-  EXPECT_EQ(result.items_recorded,
-            2 * (result.owners[0].exposures.size() +
-                 result.owners[2].exposures.size()));
+  EXPECT_EQ(result.items_recorded, 2 * (result.owners[0].exposures.size() +
+                                        result.owners[2].exposures.size()));
   // The owners that answered hold their users.
   for (int i : result.owners[2].exposures) {
     auto r = (*router)->FilterRecalled(Recall(users[i], 1000 + i));

@@ -63,8 +63,8 @@ void ExpectForeign(const absl::Status& s, const std::string& field,
               StartsWith(absl::StrCat(field, ": user \"", user,
                                       "\" is in partition ", partition)));
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr(absl::StrCat("owned by replica ", owner, " (ef-",
-                                     owner, ".ef:50051)")));
+              HasSubstr(absl::StrCat("owned by replica ", owner, " (ef-", owner,
+                                     ".ef:50051)")));
   std::optional<OwnerHint> hint = OwnerHint::FromStatus(s);
   ASSERT_TRUE(hint.has_value());
   EXPECT_EQ(hint->ordinal, owner);
@@ -177,8 +177,7 @@ TEST_F(OwnershipHandlersTest, TracingAForeignUserIsRefusedWhole) {
     req.add_user_ids(UserOf(kSelf));
     req.add_user_ids(theirs);
     exposure::v1::AddTracedUsersResponse resp;
-    ExpectForeign(handlers_->AddTracedUsers(req, &resp), "user_ids[1]",
-                  theirs);
+    ExpectForeign(handlers_->AddTracedUsers(req, &resp), "user_ids[1]", theirs);
     EXPECT_EQ(handlers_->trace_log().size(), 0u);
   }
   {
@@ -248,8 +247,7 @@ std::string FreshDataDir() {
   return dirs->back();
 }
 
-ServerConfig ReplicaConfig(int32_t partitions, int32_t replicas,
-                           int32_t self) {
+ServerConfig ReplicaConfig(int32_t partitions, int32_t replicas, int32_t self) {
   ServerConfig c;
   c.listen_address = "127.0.0.1:0";
   c.shards = 4;
@@ -275,10 +273,11 @@ TEST(OwnershipServerTest, TheRefusalCarriesTheOwnerAsTrailingMetadata) {
   req.set_user_id(theirs);
   req.add_candidate_ids(1);
   exposure::v1::FilterRecalledResponse resp;
-  const grpc::Status s = StubFor((*server)->port())->FilterRecalled(&ctx, req,
-                                                                     &resp);
+  const grpc::Status s =
+      StubFor((*server)->port())->FilterRecalled(&ctx, req, &resp);
   ASSERT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), HasSubstr("owned by replica 2 (ef-2.ef:50051)"));
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("owned by replica 2 (ef-2.ef:50051)"));
   const auto& trailers = ctx.GetServerTrailingMetadata();
   auto it = trailers.find(kOwnerHintMetadataKey);
   ASSERT_NE(it, trailers.end());
