@@ -106,8 +106,8 @@ std::string CliArgs::address() const {
         partitions > 0 && !replicas.empty() &&
         replicas.size() <= static_cast<size_t>(partitions)) {
       const std::string user = Get("user", "");
-      return replicas[ReplicaForUser(
-          user, partitions, static_cast<int32_t>(replicas.size()))];
+      return replicas[ReplicaForUser(user, partitions,
+                                     static_cast<int32_t>(replicas.size()))];
     }
   }
   const char* env = std::getenv("EXPOSURE_FILTER_ADDRESS");
@@ -134,8 +134,7 @@ absl::Status CliArgs::CheckRoute() const {
     }
   }
   int32_t partitions = 0;
-  if (!absl::SimpleAtoi(Get("partitions", ""), &partitions) ||
-      partitions < 1) {
+  if (!absl::SimpleAtoi(Get("partitions", ""), &partitions) || partitions < 1) {
     return absl::InvalidArgumentError(
         "--route needs --partitions=P, the topic's partition count (>= 1)");
   }

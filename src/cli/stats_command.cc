@@ -3,7 +3,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "src/cli/command.h"
 

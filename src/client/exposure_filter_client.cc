@@ -95,9 +95,9 @@ absl::StatusOr<Response> ExposureFilterClient::Call(
     // A partitioned replica names the user's owner (owner_hint.h).
     const auto& trailers = ctx.GetServerTrailingMetadata();
     if (auto it = trailers.find(kOwnerHintMetadataKey); it != trailers.end()) {
-      status.SetPayload(kOwnerHintPayloadUrl,
-                        absl::Cord(absl::string_view(it->second.data(),
-                                                     it->second.size())));
+      status.SetPayload(
+          kOwnerHintPayloadUrl,
+          absl::Cord(absl::string_view(it->second.data(), it->second.size())));
     }
     return status;
   }

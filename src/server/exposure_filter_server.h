@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "src/server/admin_http_server.h"
 #include "src/persist/store_durability.h"
+#include "src/server/admin_http_server.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
