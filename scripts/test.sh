@@ -27,6 +27,6 @@ if [[ ${1:-} == thread ]]; then
   # concurrency tests run here. The client tests that start an in-process
   # gRPC server or channel (issue 5) are skipped for the same reason.
   # Issue 7: the partitioned servers and the routing client's channels.
-  exclude=(-E "ExposureFilterServer|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|OwnershipServerTest|RoutingClient")
+  exclude=(-E "ExposureFilterServer|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|DiskFaultServerTest|OwnershipServerTest|RoutingClient")
 fi
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${exclude[@]}"

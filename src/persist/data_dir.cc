@@ -48,8 +48,8 @@ absl::Status MakeDirs(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DataDir>> DataDir::Open(
-    const std::string& path) {
+absl::StatusOr<std::unique_ptr<DataDir>> DataDir::Open(const std::string& path,
+                                                       DiskIo* io) {
   if (path.empty()) return absl::InvalidArgumentError("data_dir: empty");
   if (absl::Status s = MakeDirs(path); !s.ok()) return s;
   const std::string lock_path = absl::StrCat(path, "/LOCK");
@@ -77,7 +77,8 @@ absl::StatusOr<std::unique_ptr<DataDir>> DataDir::Open(
     ::close(fd);
     return s;
   }
-  std::unique_ptr<DataDir> dir(new DataDir(path, fd));
+  std::unique_ptr<DataDir> dir(
+      new DataDir(path, fd, io != nullptr ? io : PosixDiskIo()));
   absl::StatusOr<std::vector<std::string>> names = ListFiles(path);
   if (!names.ok()) return names.status();
   for (const std::string& name : *names) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/persist/posix_file.h"
 
 namespace exposure_filter {
 
@@ -26,13 +27,16 @@ class DataDir {
  public:
   // Creates the directory if needed and takes its lock; FailedPrecondition
   // naming the holder's pid when another process has it. Removes leftover
-  // *.tmp files of an interrupted snapshot.
-  static absl::StatusOr<std::unique_ptr<DataDir>> Open(const std::string& path);
+  // *.tmp files of an interrupted snapshot. The log and snapshots write
+  // through `io` (null: the real system calls; tests inject faults).
+  static absl::StatusOr<std::unique_ptr<DataDir>> Open(const std::string& path,
+                                                       DiskIo* io = nullptr);
   ~DataDir();  // releases the lock
   DataDir(const DataDir&) = delete;
   DataDir& operator=(const DataDir&) = delete;
 
   const std::string& path() const { return path_; }
+  DiskIo* io() const { return io_; }
   std::string WalPath(uint64_t seq) const;
   std::string SnapshotPath(uint64_t seq) const;
 
@@ -43,10 +47,11 @@ class DataDir {
   absl::StatusOr<Listing> List() const;
 
  private:
-  DataDir(std::string path, int lock_fd)
-      : path_(std::move(path)), lock_fd_(lock_fd) {}
+  DataDir(std::string path, int lock_fd, DiskIo* io)
+      : path_(std::move(path)), lock_fd_(lock_fd), io_(io) {}
   const std::string path_;
   const int lock_fd_;
+  DiskIo* const io_;
 };
 
 // The 32-byte header that opens a log segment and a snapshot:

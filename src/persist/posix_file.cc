@@ -10,14 +10,16 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace exposure_filter {
+namespace {
 
-absl::Status ErrnoStatus(absl::string_view what, absl::string_view path) {
-  const int err = errno;
-  const std::string message =
-      absl::StrCat(what, " ", path, ": ", std::strerror(err));
+constexpr char kErrnoPayload[] = "type.exposure-filter/errno";
+
+absl::Status StatusFor(int err, std::string message) {
   // ENOSPC and friends are conditions an operator fixes, not bugs.
   if (err == ENOSPC || err == EDQUOT) {
     return absl::ResourceExhaustedError(message);
@@ -26,10 +28,47 @@ absl::Status ErrnoStatus(absl::string_view what, absl::string_view path) {
   return absl::InternalError(message);
 }
 
-absl::Status WriteFully(int fd, absl::string_view data,
-                        absl::string_view path) {
+}  // namespace
+
+absl::Status ErrnoStatus(absl::string_view what, absl::string_view path) {
+  const int err = errno;
+  absl::Status s =
+      StatusFor(err, absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+  s.SetPayload(kErrnoPayload, absl::Cord(absl::StrCat(err)));
+  return s;
+}
+
+int StatusErrno(const absl::Status& status) {
+  const absl::optional<absl::Cord> payload = status.GetPayload(kErrnoPayload);
+  int err = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &err)) {
+    return 0;
+  }
+  return err;
+}
+
+ssize_t DiskIo::Write(int fd, const char* data, size_t size,
+                      absl::string_view /*path*/) {
+  return ::write(fd, data, size);
+}
+
+int DiskIo::Fdatasync(int fd, absl::string_view /*path*/) {
+  return ::fdatasync(fd);
+}
+
+int DiskIo::FsyncDirectory(int fd, absl::string_view /*path*/) {
+  return ::fsync(fd);
+}
+
+DiskIo* PosixDiskIo() {
+  static DiskIo* const io = new DiskIo();
+  return io;
+}
+
+absl::Status WriteFully(int fd, absl::string_view data, absl::string_view path,
+                        DiskIo* io) {
   while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
+    const ssize_t n = io->Write(fd, data.data(), data.size(), path);
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("write", path);
@@ -39,18 +78,18 @@ absl::Status WriteFully(int fd, absl::string_view data,
   return absl::OkStatus();
 }
 
-absl::Status SyncFile(int fd, absl::string_view path) {
-  while (::fdatasync(fd) != 0) {
+absl::Status SyncFile(int fd, absl::string_view path, DiskIo* io) {
+  while (io->Fdatasync(fd, path) != 0) {
     if (errno != EINTR) return ErrnoStatus("fdatasync", path);
   }
   return absl::OkStatus();
 }
 
-absl::Status SyncDirectory(const std::string& dir) {
+absl::Status SyncDirectory(const std::string& dir, DiskIo* io) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open directory", dir);
   absl::Status s;
-  if (::fsync(fd) != 0) s = ErrnoStatus("fsync directory", dir);
+  if (io->FsyncDirectory(fd, dir) != 0) s = ErrnoStatus("fsync directory", dir);
   ::close(fd);
   return s;
 }

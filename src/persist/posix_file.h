@@ -3,6 +3,8 @@
 #ifndef EXPOSURE_FILTER_SRC_PERSIST_POSIX_FILE_H_
 #define EXPOSURE_FILTER_SRC_PERSIST_POSIX_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -14,14 +16,37 @@
 namespace exposure_filter {
 
 // An error status for a failed system call on `path` (errno is read here).
+// The errno value travels with it (StatusErrno) so callers can tell a full
+// disk from a read-only one or an I/O error without parsing text.
 absl::Status ErrnoStatus(absl::string_view what, absl::string_view path);
+// The errno of a status made by ErrnoStatus; 0 for any other status.
+int StatusErrno(const absl::Status& status);
+
+// The system calls that put bytes on disk, behind a seam so tests can make
+// them fail (EIO from fdatasync, ENOSPC part-way through a write) for the
+// files of one data directory, without a global switch. The base class
+// makes the real calls; PosixDiskIo() is the instance production uses.
+// Overrides fail a call by setting errno and returning -1, as the kernel
+// does.
+class DiskIo {
+ public:
+  virtual ~DiskIo() = default;
+  virtual ssize_t Write(int fd, const char* data, size_t size,
+                        absl::string_view path);
+  virtual int Fdatasync(int fd, absl::string_view path);
+  // fsync(2) of a directory.
+  virtual int FsyncDirectory(int fd, absl::string_view path);
+};
+DiskIo* PosixDiskIo();
 
 // write(2) until all of `data` is written (retries short writes and EINTR).
-absl::Status WriteFully(int fd, absl::string_view data, absl::string_view path);
+absl::Status WriteFully(int fd, absl::string_view data, absl::string_view path,
+                        DiskIo* io = PosixDiskIo());
 // fdatasync(2); fsync(2) of a directory makes renames and creations in it
 // durable.
-absl::Status SyncFile(int fd, absl::string_view path);
-absl::Status SyncDirectory(const std::string& dir);
+absl::Status SyncFile(int fd, absl::string_view path,
+                      DiskIo* io = PosixDiskIo());
+absl::Status SyncDirectory(const std::string& dir, DiskIo* io = PosixDiskIo());
 
 // Names of the regular files in `dir` (no "." or "..").
 absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir);

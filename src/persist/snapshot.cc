@@ -67,7 +67,8 @@ bool EncodeUser(const Surface& surface, absl::string_view user_id,
 
 class SnapshotFile {
  public:
-  SnapshotFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+  SnapshotFile(std::string path, int fd, DiskIo* io)
+      : path_(std::move(path)), fd_(fd), io_(io) {
     XXH3_64bits_reset(&hash_);
   }
   ~SnapshotFile() {
@@ -76,12 +77,12 @@ class SnapshotFile {
   absl::Status Write(absl::string_view data) {
     XXH3_64bits_update(&hash_, data.data(), data.size());
     bytes_ += data.size();
-    return WriteFully(fd_, data, path_);
+    return WriteFully(fd_, data, path_, io_);
   }
   uint64_t hash() { return XXH3_64bits_digest(&hash_); }
   uint64_t bytes() const { return bytes_; }
   absl::Status SyncAndClose() {
-    absl::Status s = SyncFile(fd_, path_);
+    absl::Status s = SyncFile(fd_, path_, io_);
     if (::close(fd_) != 0 && s.ok()) s = ErrnoStatus("close", path_);
     fd_ = -1;
     return s;
@@ -90,6 +91,7 @@ class SnapshotFile {
  private:
   const std::string path_;
   int fd_;
+  DiskIo* const io_;
   XXH3_state_t hash_;
   uint64_t bytes_ = 0;
 };
@@ -150,7 +152,10 @@ absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
   const int fd =
       ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("create", tmp);
-  SnapshotFile file(tmp, fd);
+  // Every failure below removes the .tmp: a full disk keeps the space the
+  // previous snapshot and the log need, and the previous snapshot is never
+  // touched (the new one replaces it only by rename(2), once complete).
+  SnapshotFile file(tmp, fd, dir.io());
   uint64_t frames = 0;
   std::string chunk = EncodeFileHeader(kSnapshotMagic, seq);
   for (const auto& [key, value] : metadata) {
@@ -204,7 +209,7 @@ absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
     ::unlink(tmp.c_str());
     return s;
   }
-  if (s = SyncDirectory(dir.path()); !s.ok()) return s;
+  if (s = SyncDirectory(dir.path(), dir.io()); !s.ok()) return s;
   result.bytes = file.bytes();
   return result;
 }

@@ -21,6 +21,12 @@ namespace {
 
 // How often the snapshot thread checks its triggers (time and log size).
 constexpr auto kSnapshotPollPeriod = std::chrono::milliseconds(200);
+// How often a failed log tries to recover (a recovery rotation and a
+// snapshot): space freed or a remount shows up within this.
+constexpr absl::Duration kHealRetryPeriod = absl::Seconds(1);
+// At most one snapshot-failure line per this (issue 8: retried every
+// second while the disk is full).
+constexpr absl::Duration kFailureLogPeriod = absl::Seconds(30);
 
 // Cuts a torn tail off the newest segment so that, once later segments
 // exist, it reads as a complete segment instead of looking corrupt. A
@@ -54,7 +60,7 @@ absl::StatusOr<std::unique_ptr<StoreDurability>> StoreDurability::Open(
     return absl::InvalidArgumentError("--fsync_interval must be positive");
   }
   absl::StatusOr<std::unique_ptr<DataDir>> dir =
-      DataDir::Open(options.data_dir);
+      DataDir::Open(options.data_dir, options.disk_io);
   if (!dir.ok()) return dir.status();
   return std::unique_ptr<StoreDurability>(
       new StoreDurability(options, *std::move(dir), surfaces, store));
@@ -116,7 +122,7 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
     next = std::max(next, listing->wal_segments.back() + 1);
   }
   absl::StatusOr<std::unique_ptr<WriteAheadLog>> wal =
-      WriteAheadLog::Create(dir_.get(), next, options_.fsync);
+      WriteAheadLog::Create(dir_.get(), next, options_.fsync, &disk_errors_);
   if (!wal.ok()) return wal.status();
   wal_ = *std::move(wal);
   if (trace_log_ != nullptr) {
@@ -160,7 +166,7 @@ absl::StatusOr<RecoveryReport> StoreDurability::Recover() {
     // a record replay cannot pass.
     if (absl::Status s = Snapshot(); !s.ok()) {
       spdlog::error("recovery: snapshot after corruption failed: {}",
-                    s.ToString());
+                    s.ToString(absl::StatusToStringMode::kWithNoExtraData));
     }
   }
   sync_thread_ = std::thread([this] { SyncLoop(); });
@@ -333,6 +339,13 @@ absl::Status StoreDurability::Commit() {
   return wal_->Commit();
 }
 
+absl::Status StoreDurability::WriteStatus() const {
+  if (wal_ == nullptr) {
+    return absl::FailedPreconditionError("durability not recovered yet");
+  }
+  return wal_->status();
+}
+
 void StoreDurability::OnRecord(absl::string_view surface,
                                absl::string_view user_id, int64_t event_ms,
                                absl::Span<const uint64_t> item_hashes) {
@@ -412,8 +425,12 @@ absl::Status StoreDurability::SnapshotLocked() {
   }
   if (!covered.ok()) {
     ++snapshot_failures_;
+    LogSnapshotFailure(wal_->current_segment(), covered.status());
     return covered.status();
   }
+  // A recovery rotation (the log had failed): acknowledgements wait for
+  // this snapshot, which must hold the poisoned segment's records.
+  const bool healing = wal_->healing();
   last_snapshot_time_ = start;
   SnapshotMetadata metadata =
       metadata_provider_ ? metadata_provider_() : SnapshotMetadata{};
@@ -431,11 +448,20 @@ absl::Status StoreDurability::SnapshotLocked() {
   }
   absl::StatusOr<SnapshotWriteResult> written =
       WriteSnapshot(*dir_, *covered, *store_, metadata);
+  if (healing) wal_->FinishHealing(written.status());
   if (!written.ok()) {
     ++snapshot_failures_;
-    spdlog::error("snapshot {} failed: {}", *covered,
-                  written.status().ToString());
+    disk_errors_.Add(DiskOp::kSnapshot, written.status());
+    LogSnapshotFailure(*covered, written.status());
     return written.status();
+  }
+  if (failure_logs_held_ > 0 || next_failure_log_ != absl::InfinitePast()) {
+    spdlog::info(
+        "snapshot {} succeeded after failures ({} more failure lines "
+        "held back)",
+        *covered, failure_logs_held_);
+    failure_logs_held_ = 0;
+    next_failure_log_ = absl::InfinitePast();
   }
   ++snapshots_written_;
   last_snapshot_bytes_ = written->bytes;
@@ -447,6 +473,27 @@ absl::Status StoreDurability::SnapshotLocked() {
   latest_snapshot_ = *covered;
   RemoveObsoleteFiles(*covered);
   return absl::OkStatus();
+}
+
+void StoreDurability::LogSnapshotFailure(uint64_t seq, const absl::Status& s) {
+  const absl::Time now = absl::Now();
+  if (now < next_failure_log_) {
+    ++failure_logs_held_;
+    return;
+  }
+  next_failure_log_ = now + kFailureLogPeriod;
+  spdlog::error(
+      "snapshot {} failed: {}{}; the previous snapshot and the log it needs "
+      "are kept{}",
+      seq, std::string(s.message()),
+      failure_logs_held_ > 0 ? absl::StrCat(" (", failure_logs_held_,
+                                            " failures since the last "
+                                            "line)")
+                             : std::string(),
+      wal_->status().ok() ? ""
+                          : "; writes stay refused until a snapshot succeeds "
+                            "(retried every second)");
+  failure_logs_held_ = 0;
 }
 
 void StoreDurability::RemoveObsoleteFiles(uint64_t newest) {
@@ -466,7 +513,7 @@ void StoreDurability::RemoveObsoleteFiles(uint64_t newest) {
   for (const std::string& path : doomed) {
     if (::unlink(path.c_str()) != 0) {
       spdlog::warn("cannot remove obsolete {}: {}", path,
-                   ErrnoStatus("unlink", path).ToString());
+                   std::string(ErrnoStatus("unlink", path).message()));
     }
   }
 }
@@ -479,9 +526,9 @@ void StoreDurability::SyncLoop() {
       stop_cv_, period,
       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; })) {
     stop_mu_.Unlock();
-    if (absl::Status s = wal_->Sync(); !s.ok()) {
-      spdlog::error("write-ahead log fsync failed: {}", s.ToString());
-    }
+    // A failure fails the log, which logs it once (write_ahead_log.h); a
+    // failed log is not synced again, the snapshot thread recovers it.
+    wal_->Sync().IgnoreError();
     stop_mu_.Lock();
   }
 }
@@ -489,7 +536,7 @@ void StoreDurability::SyncLoop() {
 void StoreDurability::SnapshotLoop() {
   const bool by_time = options_.snapshot_interval > absl::ZeroDuration();
   const bool by_size = options_.snapshot_wal_bytes > 0;
-  if (!by_time && !by_size) return;
+  // Runs even without time or size triggers: a failed log recovers here.
   MutexLock lock(&stop_mu_);
   while (!stop_mu_.AwaitWithTimeout(
       stop_cv_, kSnapshotPollPeriod,
@@ -497,10 +544,18 @@ void StoreDurability::SnapshotLoop() {
     stop_mu_.Unlock();
     {
       MutexLock snap(&snapshot_mu_);
-      const bool due =
-          (by_time &&
-           absl::Now() - last_snapshot_time_ >= options_.snapshot_interval) ||
-          (by_size && wal_->segment_bytes() >= options_.snapshot_wal_bytes);
+      const absl::Time now = absl::Now();
+      // A failed log (disk full, read-only, I/O error) recovers only
+      // through a snapshot (write_ahead_log.h): try every second.
+      const bool failed = !wal_->status().ok();
+      const bool heal = failed && now - last_heal_attempt_ >= kHealRetryPeriod;
+      if (heal) last_heal_attempt_ = now;
+      const bool due = failed
+                           ? heal
+                           : (by_time && now - last_snapshot_time_ >=
+                                             options_.snapshot_interval) ||
+                                 (by_size && wal_->segment_bytes() >=
+                                                 options_.snapshot_wal_bytes);
       // A failed snapshot is logged and retried at the next trigger; the
       // log keeps everything meanwhile.
       if (due) SnapshotLocked().IgnoreError();
@@ -536,7 +591,12 @@ void StoreDurability::SetMetadataProvider(
 
 DurabilityStats StoreDurability::stats() const {
   DurabilityStats st;
-  if (wal_ != nullptr) st.wal = wal_->stats();
+  if (wal_ != nullptr) {
+    st.wal = wal_->stats();
+    const absl::Status s = wal_->status();
+    st.wal_writable = s.ok();
+    st.wal_error = std::string(s.message());
+  }
   st.snapshots_written = snapshots_written_.load();
   st.snapshot_failures = snapshot_failures_.load();
   st.last_snapshot_bytes = last_snapshot_bytes_.load();

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/persist/data_dir.h"
+#include "src/persist/disk_errors.h"
 #include "src/persist/snapshot.h"
 #include "src/persist/write_ahead_log.h"
 #include "src/store/annotated_mutex.h"
@@ -55,6 +56,9 @@ struct DurabilityOptions {
   uint64_t snapshot_wal_bytes = uint64_t{256} << 20;
   // Refuse to start on any corruption instead of starting with what loaded.
   bool strict_recovery = false;
+  // Disk faults (issue 8): tests inject failing system calls here; null is
+  // the real ones. Must outlive the StoreDurability.
+  DiskIo* disk_io = nullptr;
 };
 
 struct RecoveryReport {
@@ -89,6 +93,10 @@ struct DurabilityStats {
   uint64_t snapshot_failures = 0;
   uint64_t last_snapshot_bytes = 0;
   uint64_t last_snapshot_users = 0;
+  // Disk faults (issue 8): false while the log is failed and writes are
+  // refused; wal_error says why.
+  bool wal_writable = true;
+  std::string wal_error;
 };
 
 class StoreDurability final : public StoreJournal, public TraceJournal {
@@ -109,6 +117,11 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   // Waits until every change applied so far is logged to the configured
   // degree (group commit). An error means it may not survive a crash.
   absl::Status Commit();
+  // OK while writes are accepted; the log's error while it is failed (disk
+  // full, read-only, I/O error) and until a recovery snapshot succeeds.
+  // Writers check it before changing the store, so a refused write leaves
+  // no trace in memory.
+  absl::Status WriteStatus() const;
   // Rotates the log and writes a snapshot now.
   absl::Status Snapshot();
   // Stops the background threads, detaches from the store, writes a final
@@ -123,6 +136,7 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   // Extra entries for every snapshot (called while one is written).
   void SetMetadataProvider(std::function<SnapshotMetadata()> provider);
   DurabilityStats stats() const;
+  const DiskErrorCounts& disk_errors() const { return disk_errors_; }
 
   // StoreJournal.
   void OnRecord(absl::string_view surface, absl::string_view user_id,
@@ -149,6 +163,10 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   // from the report's copy).
   void ImportTrace(RecoveryReport* report);
   absl::Status SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
+  // One error line per kFailureLogPeriod at most (a failed log is retried
+  // every second), with the number held back.
+  void LogSnapshotFailure(uint64_t seq, const absl::Status& s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
   void RemoveObsoleteFiles(uint64_t newest)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(snapshot_mu_);
   void SyncLoop();
@@ -158,6 +176,7 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   const std::unique_ptr<DataDir> dir_;
   SurfaceRegistry* const surfaces_;
   ShardedFilterStore* const store_;
+  DiskErrorCounts disk_errors_;  // before wal_, which points at it
   std::unique_ptr<WriteAheadLog> wal_;
   TraceLog* trace_log_ = nullptr;  // set before Recover(), then constant
 
@@ -167,6 +186,10 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   uint64_t fallback_snapshot_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
   uint64_t latest_snapshot_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
   absl::Time last_snapshot_time_ ABSL_GUARDED_BY(snapshot_mu_);
+  absl::Time last_heal_attempt_ ABSL_GUARDED_BY(snapshot_mu_);
+  absl::Time next_failure_log_ ABSL_GUARDED_BY(snapshot_mu_) =
+      absl::InfinitePast();
+  uint64_t failure_logs_held_ ABSL_GUARDED_BY(snapshot_mu_) = 0;
   std::function<SnapshotMetadata()> metadata_provider_
       ABSL_GUARDED_BY(snapshot_mu_);
   std::atomic<uint64_t> snapshots_written_{0};

@@ -137,6 +137,7 @@ absl::Status ExposureFilterHandlers::AddTracedUsers(
     return s;
   }
   if (absl::Status s = CheckTracedOwners(req.user_ids()); !s.ok()) return s;
+  if (absl::Status s = CheckWritable(); !s.ok()) return s;
   const std::vector<std::string> ids(req.user_ids().begin(),
                                      req.user_ids().end());
   absl::StatusOr<size_t> added = trace_log_->Add(ids, store_->clock().NowMs());
@@ -157,6 +158,7 @@ absl::Status ExposureFilterHandlers::RemoveTracedUsers(
     return s;
   }
   if (absl::Status s = CheckTracedOwners(req.user_ids()); !s.ok()) return s;
+  if (absl::Status s = CheckWritable(); !s.ok()) return s;
   const std::vector<std::string> ids(req.user_ids().begin(),
                                      req.user_ids().end());
   resp->set_removed(static_cast<uint32_t>(trace_log_->Remove(ids)));

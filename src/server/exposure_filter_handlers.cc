@@ -74,6 +74,16 @@ absl::Status ExposureFilterHandlers::CommitWrite() const {
       "; the write is not durable and was not acknowledged, retry later"));
 }
 
+absl::Status ExposureFilterHandlers::CheckWritable() const {
+  if (durability_ == nullptr) return absl::OkStatus();
+  absl::Status s = durability_->WriteStatus();
+  if (s.ok()) return s;
+  return absl::UnavailableError(absl::StrCat(
+      "write-ahead log: ", s.message(),
+      "; writes are refused until the data_dir takes writes again (reads "
+      "still work), retry later"));
+}
+
 absl::Status ExposureFilterHandlers::RecordExposure(
     const exposure::v1::RecordExposureRequest& req,
     exposure::v1::RecordExposureResponse* resp) {
@@ -92,6 +102,7 @@ absl::Status ExposureFilterHandlers::RecordExposure(
                                user);
     }
   }
+  if (absl::Status s = CheckWritable(); !s.ok()) return s;
   absl::StatusOr<const Surface*> surface =
       surfaces_->GetOrCreate(req.surface());
   if (!surface.ok()) return surface.status();
@@ -157,9 +168,9 @@ void ExposureFilterHandlers::TraceExposures(
   trace_log_->Record(surface.name, traced);
 }
 
-absl::Status ExposureFilterHandlers::ResolveRead(absl::string_view surface_name,
-                                                 absl::string_view user_id,
-                                                 const Surface** surface) const {
+absl::Status ExposureFilterHandlers::ResolveRead(
+    absl::string_view surface_name, absl::string_view user_id,
+    const Surface** surface) const {
   if (absl::Status s = SurfaceRegistry::ValidateName(surface_name); !s.ok()) {
     return s;
   }
@@ -285,6 +296,7 @@ absl::Status ExposureFilterHandlers::DeleteUser(
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckWritable(); !s.ok()) return s;
   resp->set_existed(surface != nullptr &&
                     store_->DeleteUser(*surface, req.user_id()));
   trace_log_->DropUserEntries(req.surface(), req.user_id());
@@ -337,6 +349,12 @@ absl::Status ExposureFilterHandlers::GetServerStats(
     }
     resp->set_unowned_users_dropped(
         unowned_users_dropped_.load(std::memory_order_relaxed));
+  }
+  if (durability_ != nullptr) {
+    resp->set_durable(true);
+    const absl::Status wal = durability_->WriteStatus();
+    resp->set_wal_writable(wal.ok());
+    resp->set_wal_error(std::string(wal.message()));
   }
   return absl::OkStatus();
 }

@@ -106,6 +106,10 @@ class ExposureFilterHandlers {
   }
   // UNAVAILABLE (retryable; writes are idempotent) if the log failed.
   absl::Status CommitWrite() const;
+  // UNAVAILABLE while the log is failed (issue 8: disk full, read-only,
+  // fsync error), checked before a write touches memory, so a refused write
+  // changes nothing a read could see.
+  absl::Status CheckWritable() const;
 
   SurfaceRegistry* const surfaces_;
   ShardedFilterStore* const store_;

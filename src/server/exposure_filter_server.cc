@@ -104,6 +104,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->metrics_ = std::make_shared<ExposureFilterMetrics>(
       s->surfaces_.get(), s->store_.get(), s->handlers_.get());
   s->process_metrics_ = std::make_shared<ProcessMetrics>();
+  s->durability_metrics_ = std::make_shared<DurabilityMetrics>();
   if (!config.admin_listen_address.empty()) {
     absl::StatusOr<std::unique_ptr<AdminHttpServer>> admin =
         AdminHttpServer::Start(config.admin_listen_address, s->collectables());
@@ -138,7 +139,8 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
         absl::StrCat("cannot listen on ", config.listen_address,
                      " (address in use or invalid?)"));
   }
-  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  grpc::HealthCheckServiceInterface* health =
+      s->server_->GetHealthCheckService();
   if (durable) {
     // Serve health (NOT_SERVING) and UNAVAILABLE while the store loads, so
     // probes and clients see "starting" instead of connection refused.
@@ -186,6 +188,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                      st.ToString());
       }
     }
+    s->durability_metrics_->Attach(s->durability_.get());
   }
   // After recovery, which replaces the trace with the one saved: users
   // restored keep their traced_since, new ones from the flag are logged.
@@ -226,7 +229,8 @@ void ExposureFilterServer::Sweep() {
                   absl::FormatDuration(end - start));
   }
   // Traced users' exact entries age out with the slices that held them.
-  const uint64_t trace_entries = trace_log_->DropExpired(store_->clock().NowMs());
+  const uint64_t trace_entries =
+      trace_log_->DropExpired(store_->clock().NowMs());
   if (trace_entries > 0) {
     spdlog::debug("event=sweep trace_entries_aged_out={}", trace_entries);
   }
@@ -288,7 +292,7 @@ void ExposureFilterServer::Shutdown() {
         spdlog::error(
             "final snapshot failed (the log still holds every "
             "write): {}",
-            st.ToString());
+            st.ToString(absl::StatusToStringMode::kWithNoExtraData));
       }
     }
     uint64_t failed = 0;

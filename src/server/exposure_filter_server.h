@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "src/persist/store_durability.h"
 #include "src/server/admin_http_server.h"
+#include "src/server/durability_metrics.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
@@ -56,7 +57,7 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_, metrics_, process_metrics_};
+    return {grpc_metrics_, metrics_, process_metrics_, durability_metrics_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -87,6 +88,8 @@ class ExposureFilterServer {
   std::shared_ptr<GrpcServerMetrics> grpc_metrics_;
   std::shared_ptr<ExposureFilterMetrics> metrics_;
   std::shared_ptr<ProcessMetrics> process_metrics_;
+  // Disk faults (issue 8): exports nothing when not durable.
+  std::shared_ptr<DurabilityMetrics> durability_metrics_;
   std::unique_ptr<AdminHttpServer> admin_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

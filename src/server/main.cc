@@ -63,8 +63,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<ExposureFilterServer>> server =
       ExposureFilterServer::Start(*config, &clock);
   if (!server.ok()) {
-    spdlog::critical("event=start_failed status=\"{}\"",
-                     server.status().ToString());
+    spdlog::critical(
+        "event=start_failed status=\"{}\"",
+        server.status().ToString(absl::StatusToStringMode::kWithNoExtraData));
     return 1;
   }
   spdlog::info("event=serving port={} admin_port={} {}", (*server)->port(),
