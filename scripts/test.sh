@@ -27,8 +27,9 @@ if [[ ${1:-} == thread ]]; then
   # concurrency tests run here. The client tests that start an in-process
   # gRPC server or channel (issue 5) are skipped for the same reason, and
   # the cancellation storms of issue 8 (CancellationTest), the real-binary
-  # overload flood (OverloadTest) and the Kafka consumer tests with the
-  # in-process server (issue 7).
-  exclude=(-E "ExposureFilterServer|CancellationTest|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|DiskFaultServerTest|OverloadTest|KafkaIngestTest")
+  # overload flood (OverloadTest), the Kafka consumer tests with the
+  # in-process server, the partitioned servers and the routing client's
+  # channels (issue 7).
+  exclude=(-E "ExposureFilterServer|CancellationTest|e2e_python|e2e_crash_recovery|ClientAgainst|ClientWithout|FilterCacheAgainst|PulledFilterTest|DiskFaultServerTest|OverloadTest|KafkaIngestTest|OwnershipServerTest|RoutingClient")
 fi
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600 "${exclude[@]}"

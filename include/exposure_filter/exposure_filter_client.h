@@ -6,7 +6,9 @@
 //    own retry machinery (a retryPolicy in the channel's service config), not
 //    by a hand-written loop; every RPC of the API is safe to repeat
 //    (re-recording an item is a no-op, deleting twice deletes once);
-//  - errors as absl::Status with the gRPC code and the server's message.
+//  - errors as absl::Status with the gRPC code and the server's message (and,
+//    from a partitioned replica refusing another's user, the owner as an
+//    OwnerHint payload: owner_hint.h; routing_client.h routes for you).
 //
 //   auto client = ExposureFilterClient::Connect("localhost:50051",
 //                     grpc::InsecureChannelCredentials(), {});
@@ -80,6 +82,8 @@ class ExposureFilterClient {
       const exposure::v1::DeleteUserRequest& request) const;
   absl::StatusOr<exposure::v1::GetServerStatsResponse> GetServerStats(
       const exposure::v1::GetServerStatsRequest& request) const;
+  absl::StatusOr<exposure::v1::ExplainResponse> Explain(
+      const exposure::v1::ExplainRequest& request) const;
 
   const ClientOptions& options() const { return options_; }
 

@@ -3,7 +3,10 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "exposure_filter/partitioning.h"
 
 namespace exposure_filter::cli {
 namespace {
@@ -93,8 +96,54 @@ std::vector<std::string> CliArgs::GetAll(absl::string_view name) const {
 }
 
 std::string CliArgs::address() const {
+  // Scale-out (issue 7): --route picks the --user's owner (the routing
+  // algorithm of docs/scale-out.md); CheckRoute() validated the options.
+  if (Has("route") && Has("user")) {
+    const std::vector<std::string> replicas =
+        absl::StrSplit(Get("route", ""), ',');
+    int32_t partitions = 0;
+    if (absl::SimpleAtoi(Get("partitions", ""), &partitions) &&
+        partitions > 0 && !replicas.empty() &&
+        replicas.size() <= static_cast<size_t>(partitions)) {
+      const std::string user = Get("user", "");
+      return replicas[ReplicaForUser(user, partitions,
+                                     static_cast<int32_t>(replicas.size()))];
+    }
+  }
   const char* env = std::getenv("EXPOSURE_FILTER_ADDRESS");
   return Get("address", env != nullptr && *env != '\0' ? env : kDefaultAddress);
+}
+
+absl::Status CliArgs::CheckRoute() const {
+  if (!Has("route")) {
+    if (Has("partitions")) {
+      return absl::InvalidArgumentError("--partitions needs --route");
+    }
+    return absl::OkStatus();
+  }
+  if (Has("address")) {
+    return absl::InvalidArgumentError(
+        "--route and --address exclude each other");
+  }
+  const std::vector<std::string> replicas =
+      absl::StrSplit(Get("route", ""), ',');
+  for (size_t i = 0; i < replicas.size(); ++i) {
+    if (replicas[i].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--route: address ", i, " is empty"));
+    }
+  }
+  int32_t partitions = 0;
+  if (!absl::SimpleAtoi(Get("partitions", ""), &partitions) || partitions < 1) {
+    return absl::InvalidArgumentError(
+        "--route needs --partitions=P, the topic's partition count (>= 1)");
+  }
+  if (replicas.size() > static_cast<size_t>(partitions)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--route: ", replicas.size(),
+                     " replicas exceed --partitions=", partitions));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Duration> CliArgs::deadline() const {

@@ -51,11 +51,14 @@ class CliArgs {
   std::vector<std::string> GetAll(absl::string_view name) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
 
-  // Common options.
+  // Common options. With --route, the --user's replica (docs/scale-out.md).
   std::string address() const;
   bool json() const { return Has("json"); }
   bool help() const { return Has("help"); }
   absl::StatusOr<absl::Duration> deadline() const;
+  // --route/--partitions (commands taking --user): InvalidArgument naming
+  // the option when they are inconsistent.
+  absl::Status CheckRoute() const;
 
  private:
   absl::flat_hash_map<std::string, std::vector<std::string>> values_;

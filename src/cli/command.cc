@@ -83,6 +83,11 @@ int CheckCommonOptions(const CliArgs& args) {
                  std::string(d.status().message()).c_str());
     return kExitUsage;
   }
+  if (absl::Status s = args.CheckRoute(); !s.ok()) {
+    std::fprintf(stderr, "exposure-filter-cli: %s\n",
+                 std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   if (args.address().empty()) {
     std::fprintf(stderr, "exposure-filter-cli: --address: empty\n");
     return kExitUsage;
@@ -129,7 +134,12 @@ bool RequireUser(const CliArgs& args, absl::string_view command,
 
 std::vector<OptionSpec> UserSurfaceOptions() {
   return {{"user", "ID", "user id (required)"},
-          {"surface", "NAME", "surface, e.g. homefeed (default \"\")"}};
+          {"surface", "NAME", "surface, e.g. homefeed (default \"\")"},
+          // Scale-out (issue 7).
+          {"route", "ADDR0,ADDR1,...",
+           "partitioned cluster: every replica's address in ordinal order; "
+           "the call goes to --user's owner (instead of --address)"},
+          {"partitions", "P", "with --route: the topic's partition count"}};
 }
 
 std::string FormatMs(int64_t unix_ms) {

@@ -1,6 +1,8 @@
 // `exposure-filter-cli stats`: GetUserStats with --user, else GetServerStats.
 #include <cstdio>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "src/cli/command.h"
 
@@ -46,6 +48,20 @@ void PrintServerStats(const exposure::v1::GetServerStatsResponse& r) {
       static_cast<unsigned long long>(r.items_expired()),
       static_cast<unsigned long long>(r.candidates_checked()),
       static_cast<unsigned long long>(r.candidates_removed()));
+  // Scale-out (issue 7): which partitions this replica owns.
+  if (r.partitions() > 0) {
+    std::string owned;
+    for (uint32_t p : r.owned_partitions()) {
+      absl::StrAppend(&owned, owned.empty() ? "" : ",", p);
+    }
+    std::printf(
+        "replica %u of %u, partitions %u: owns [%s]; %llu unowned users "
+        "dropped at startup\n",
+        r.replica_ordinal(), r.replicas(), r.partitions(), owned.c_str(),
+        static_cast<unsigned long long>(r.unowned_users_dropped()));
+  } else {
+    std::printf("not partitioned: owns every user\n");
+  }
   for (const exposure::v1::SurfaceStats& s : r.surface_stats()) {
     std::printf(
         "  surface \"%s\": %llu users, %llu bytes, fp target %g, "

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "exposure_filter/owner_hint.h"
 
 namespace exposure_filter {
 namespace {
@@ -89,7 +90,17 @@ absl::StatusOr<Response> ExposureFilterClient::Call(
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
   Response response;
   const grpc::Status s = (stub_.get()->*method)(&ctx, request, &response);
-  if (!s.ok()) return FromGrpc(s);
+  if (!s.ok()) {
+    absl::Status status = FromGrpc(s);
+    // A partitioned replica names the user's owner (owner_hint.h).
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    if (auto it = trailers.find(kOwnerHintMetadataKey); it != trailers.end()) {
+      status.SetPayload(
+          kOwnerHintPayloadUrl,
+          absl::Cord(absl::string_view(it->second.data(), it->second.size())));
+    }
+    return status;
+  }
   return response;
 }
 
@@ -137,6 +148,12 @@ ExposureFilterClient::GetServerStats(
   return Call<exposure::v1::GetServerStatsRequest,
               exposure::v1::GetServerStatsResponse>(
       &ExposureFilter::Stub::GetServerStats, request);
+}
+
+absl::StatusOr<exposure::v1::ExplainResponse> ExposureFilterClient::Explain(
+    const exposure::v1::ExplainRequest& request) const {
+  return Call<exposure::v1::ExplainRequest, exposure::v1::ExplainResponse>(
+      &ExposureFilter::Stub::Explain, request);
 }
 
 }  // namespace exposure_filter

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "exposure_filter/item_hash.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/request_validation.h"
@@ -49,6 +50,7 @@ absl::Status ExposureFilterHandlers::Explain(
     exposure::v1::ExplainResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateExplain(req, limits_); !s.ok()) return s;
+  if (absl::Status s = CheckOwner("user_id", req.user_id()); !s.ok()) return s;
   const int64_t now = store_->clock().NowMs();
   const Surface* surface = surfaces_->Find(req.surface());
   const FilterPolicy& policy =
@@ -112,6 +114,19 @@ absl::Status ExposureFilterHandlers::Explain(
   return absl::OkStatus();
 }
 
+absl::Status ExposureFilterHandlers::CheckTracedOwners(
+    const google::protobuf::RepeatedPtrField<std::string>& user_ids) const {
+  // Like RecordExposure: the first foreign user rejects the whole list.
+  for (int i = 0; i < user_ids.size(); ++i) {
+    if (absl::Status s =
+            CheckOwner(absl::StrCat("user_ids[", i, "]"), user_ids[i]);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ExposureFilterHandlers::AddTracedUsers(
     const exposure::v1::AddTracedUsersRequest& req,
     exposure::v1::AddTracedUsersResponse* resp) {
@@ -121,6 +136,7 @@ absl::Status ExposureFilterHandlers::AddTracedUsers(
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckTracedOwners(req.user_ids()); !s.ok()) return s;
   if (absl::Status s = CheckWritable(); !s.ok()) return s;
   const std::vector<std::string> ids(req.user_ids().begin(),
                                      req.user_ids().end());
@@ -141,6 +157,7 @@ absl::Status ExposureFilterHandlers::RemoveTracedUsers(
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckTracedOwners(req.user_ids()); !s.ok()) return s;
   if (absl::Status s = CheckWritable(); !s.ok()) return s;
   const std::vector<std::string> ids(req.user_ids().begin(),
                                      req.user_ids().end());

@@ -147,6 +147,16 @@ absl::Status ExposureFilterHandlers::RecordExposure(
   if (absl::Status s = ValidateRecordExposure(req, limits_, now); !s.ok()) {
     return s;
   }
+  // All or nothing: a batch with another replica's user writes nothing, so
+  // a routing client can resend it whole to the right owners.
+  if (ownership_ != nullptr) {
+    for (int i = 0; i < req.exposures_size(); ++i) {
+      const std::string& user = req.exposures(i).user_id();
+      if (ownership_->Owns(user)) continue;
+      return ownership_->Check(absl::StrCat("exposures[", i, "].user_id"),
+                               user);
+    }
+  }
   if (absl::Status s = CheckWritable(); !s.ok()) return s;
   absl::StatusOr<const Surface*> surface =
       surfaces_->GetOrCreate(req.surface());
@@ -222,6 +232,7 @@ absl::Status ExposureFilterHandlers::ResolveRead(
   if (absl::Status s = ValidateUserId("user_id", user_id, limits_); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckOwner("user_id", user_id); !s.ok()) return s;
   *surface = surfaces_->Find(surface_name);
   return absl::OkStatus();
 }
@@ -231,6 +242,7 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
     exposure::v1::FilterRecalledResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateFilterRecalled(req, limits_); !s.ok()) return s;
+  if (absl::Status s = CheckOwner("user_id", req.user_id()); !s.ok()) return s;
   const Surface* surface = surfaces_->Find(req.surface());
   const size_t num_ids = req.candidate_ids_size();
   const size_t n = num_ids + req.candidate_keys_size();
@@ -383,6 +395,17 @@ absl::Status ExposureFilterHandlers::GetServerStats(
   resp->set_users_evicted(ev.users);
   resp->set_bytes_evicted(ev.bytes);
   resp->set_table_slack_bytes(usage.table_slack_bytes);
+  if (ownership_ != nullptr && ownership_->ownership().partitioned()) {
+    const ClusterOptions& cluster = ownership_->ownership().options();
+    resp->set_partitions(static_cast<uint32_t>(cluster.partitions));
+    resp->set_replicas(static_cast<uint32_t>(cluster.replicas));
+    resp->set_replica_ordinal(static_cast<uint32_t>(cluster.replica_ordinal));
+    for (int32_t p : ownership_->ownership().OwnedPartitions()) {
+      resp->add_owned_partitions(static_cast<uint32_t>(p));
+    }
+    resp->set_unowned_users_dropped(
+        unowned_users_dropped_.load(std::memory_order_relaxed));
+  }
   if (durability_ != nullptr) {
     resp->set_durable(true);
     const absl::Status wal = durability_->WriteStatus();

@@ -14,6 +14,7 @@
 #include "src/persist/store_durability.h"
 #include "src/server/server_config.h"
 #include "src/server/striped_metrics.h"
+#include "src/server/user_ownership_gate.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
 #include "src/store/trace_log.h"
@@ -74,6 +75,14 @@ class ExposureFilterHandlers {
   void AttachDurability(StoreDurability* durability) {
     durability_ = durability;
   }
+  // Scale-out (issue 7): with a partitioned gate, RPCs naming a user this
+  // replica does not own answer FAILED_PRECONDITION (user_ownership_gate.h).
+  // Set before serving; the gate must outlive the handlers.
+  void AttachOwnership(const UserOwnershipGate* gate) { ownership_ = gate; }
+  // What startup dropped as not owned (unowned_users.h), for GetServerStats.
+  void SetUnownedUsersDropped(uint64_t users) {
+    unowned_users_dropped_.store(users, std::memory_order_relaxed);
+  }
 
  private:
   // Also keeps the exposures of traced users in the trace log.
@@ -87,6 +96,14 @@ class ExposureFilterHandlers {
                            const Surface** surface) const;
 
   absl::Status CheckAvailable() const;
+  absl::Status CheckTracedOwners(
+      const google::protobuf::RepeatedPtrField<std::string>& user_ids) const;
+  // OK when this replica owns the user (or is not partitioned).
+  absl::Status CheckOwner(absl::string_view field,
+                          absl::string_view user_id) const {
+    if (ownership_ == nullptr) return absl::OkStatus();
+    return ownership_->Check(field, user_id);
+  }
   // UNAVAILABLE (retryable; writes are idempotent) if the log failed.
   absl::Status CommitWrite() const;
   // UNAVAILABLE while the log is failed (issue 8: disk full, read-only,
@@ -98,6 +115,8 @@ class ExposureFilterHandlers {
   ShardedFilterStore* const store_;
   std::atomic<bool> available_{true};
   StoreDurability* durability_ = nullptr;
+  const UserOwnershipGate* ownership_ = nullptr;
+  std::atomic<uint64_t> unowned_users_dropped_{0};
   const RequestLimits limits_;
   std::unique_ptr<TraceLog> owned_trace_log_;
   TraceLog* const trace_log_;

@@ -11,6 +11,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "src/server/log_rate_limiter.h"
 #include "src/server/tls_credentials.h"
+#include "src/server/unowned_users.h"
 
 namespace exposure_filter {
 namespace {
@@ -78,6 +79,12 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->trace_log_ = std::make_unique<TraceLog>(config.trace_limits);
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
       s->surfaces_.get(), s->store_.get(), config.limits, s->trace_log_.get());
+  // Scale-out (issue 7): invalid P/N/ordinal is a startup error, not a
+  // replica that silently serves the wrong users.
+  if (absl::Status st = config.cluster.Validate(); !st.ok()) return st;
+  s->ownership_gate_ = std::make_unique<UserOwnershipGate>(
+      config.cluster, config.replica_address_template);
+  s->handlers_->AttachOwnership(s->ownership_gate_.get());
   const bool durable = !config.durability.data_dir.empty();
   if (durable) {
     // Lock the data_dir before listening: a second server on the same
@@ -174,6 +181,27 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     }
     s->recovery_ = *std::move(report);
     s->handlers_->AttachDurability(s->durability_.get());
+    // After a change of --replicas (or --partitions) the snapshot holds
+    // other replicas' users: drop them (journaled) rather than serve stale
+    // filters (unowned_users.h, docs/scale-out.md).
+    const uint64_t dropped = DropUnownedUsers(
+        s->ownership_gate_->ownership(), s->store_.get(), s->trace_log_.get());
+    if (dropped > 0) {
+      s->handlers_->SetUnownedUsersDropped(dropped);
+      const ClusterOptions& cluster = config.cluster;
+      spdlog::warn(
+          "event=unowned_users_dropped users={} partitions={} replicas={} "
+          "replica_ordinal={} msg=\"recovered filters of users other "
+          "replicas own (resharded?) were dropped\"",
+          dropped, cluster.partitions, cluster.replicas,
+          cluster.replica_ordinal);
+      if (absl::Status st = s->durability_->Commit(); !st.ok()) {
+        // Not fatal: they are gone from memory; a crash before the next
+        // snapshot would recover and drop them again.
+        spdlog::warn("event=unowned_users_drop_not_logged status=\"{}\"",
+                     st.ToString());
+      }
+    }
     s->durability_metrics_->Attach(s->durability_.get());
   }
   // After recovery, which replaces the trace with the one saved: users

@@ -26,6 +26,7 @@
 #include "src/cluster/replica_ownership.h"
 #include "src/server/process_metrics.h"
 #include "src/server/server_config.h"
+#include "src/server/user_ownership_gate.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
@@ -89,6 +90,8 @@ class ExposureFilterServer {
   // Declared after the store: destroyed (log closed) before it.
   std::unique_ptr<StoreDurability> durability_;
   RecoveryReport recovery_;
+  // Scale-out (issue 7); declared before the handlers that point at it.
+  std::unique_ptr<UserOwnershipGate> ownership_gate_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;
   // Overload protection (issue 8); shared with the /metrics collectables.
   std::shared_ptr<AdmissionGate> admission_;

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "exposure_filter/owner_hint.h"
 #include "src/server/log_rate_limiter.h"
 
 namespace exposure_filter {
@@ -43,9 +44,19 @@ void LogError(const char* method, const absl::Status& s) {
   }
 }
 
+// Scale-out (issue 7): "not my user" carries the owner for routing clients
+// (include/exposure_filter/owner_hint.h) as trailing metadata.
+void AddOwnerHint(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  if (const auto owner = s.GetPayload(kOwnerHintPayloadUrl);
+      owner.has_value()) {
+    ctx->AddTrailingMetadata(kOwnerHintMetadataKey, std::string(*owner));
+  }
+}
+
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
                                  const char* method, const absl::Status& s) {
   LogError(method, s);
+  AddOwnerHint(ctx, s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
   return reactor;
@@ -93,6 +104,7 @@ grpc::ServerUnaryReactor* ExposureFilterService::Admitted(
   }
   const absl::Status s = handler();
   LogError(method, s);
+  AddOwnerHint(ctx, s);
   auto* reactor = new AdmittedReactor(gate_, request_bytes);
   reactor->Finish(ToGrpcStatus(s));
   return reactor;

@@ -122,6 +122,10 @@ struct ServerConfig {
   // --- Kafka ingest (issue 7): the optional consumer; off when
   // kafka.brokers is empty (docs/kafka.md).
   KafkaIngestOptions kafka;
+  // How replicas are reached, for "owned by" errors: "{ordinal}" is
+  // replaced, e.g. "exposure-filter-{ordinal}.exposure-filter:50051";
+  // "" = errors name the ordinal only.
+  std::string replica_address_template;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

@@ -155,6 +155,11 @@ ABSL_FLAG(int32_t, replica_ordinal, -1,
           "this replica's ordinal r in [0, N); -1: from the hostname's "
           "-<ordinal> suffix (StatefulSet pod name) when --replicas > 1, "
           "else 0");
+ABSL_FLAG(std::string, replica_address_template, "",
+          "address of replica {ordinal}, named in the FAILED_PRECONDITION "
+          "answer for another replica's user, e.g. "
+          "\"exposure-filter-{ordinal}.exposure-filter:50051\" (the "
+          "StatefulSet's headless Service); empty: the ordinal only");
 
 // --- Kafka ingest (issue 7): the optional consumer (docs/kafka.md) ----------
 ABSL_FLAG(std::string, kafka_brokers, "",
@@ -210,7 +215,9 @@ constexpr const char* kEnvFlags[] = {
     // Kafka ingest (issue 7).
     "kafka_brokers", "kafka_topic", "kafka_group", "kafka_format",
     "kafka_surface", "kafka_max_batch_messages", "kafka_max_batch_wait",
-    "kafka_start_offset", "kafka_config"};
+    "kafka_start_offset", "kafka_config",
+    // Scale-out (issue 7): partition ownership (deploy/ sets them by env).
+    "partitions", "replicas", "replica_ordinal", "replica_address_template"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -455,6 +462,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
     c.kafka.librdkafka_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
   if (absl::Status s = c.kafka.Validate(); !s.ok()) return s;
+  c.replica_address_template = absl::GetFlag(FLAGS_replica_address_template);
   return c;
 }
 

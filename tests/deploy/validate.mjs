@@ -175,6 +175,65 @@ function referenceErrors(objects) {
       }
     }
   }
+  errors.push(...clusterErrors(objects));
+  return errors;
+}
+
+// Scale-out (issue 7): the StatefulSet's replica count and the server's
+// partition flags (EXPOSURE_FILTER_* in its envFrom ConfigMaps) agree, so
+// every pod's ordinal (from its hostname) is < --replicas and owns at least
+// one partition; the address template names the pods behind the headless
+// Service; Kafka ingest is configured whole.
+function clusterErrors(objects) {
+  const errors = [];
+  const configMaps = new Map(
+    objects.filter((o) => o.kind === "ConfigMap").map((o) => [o.metadata?.name, o.data ?? {}]));
+  for (const sts of objects.filter((o) => o.kind === "StatefulSet")) {
+    const name = `StatefulSet ${sts.metadata?.name}`;
+    for (const c of sts.spec?.template?.spec?.containers ?? []) {
+      const env = {};
+      for (const ref of c.envFrom ?? []) Object.assign(env, configMaps.get(ref.configMapRef?.name) ?? {});
+      for (const e of c.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
+      const replicas = sts.spec?.replicas ?? 1;
+      const flagReplicas = Number(env.EXPOSURE_FILTER_REPLICAS ?? "1");
+      const partitions = Number(env.EXPOSURE_FILTER_PARTITIONS ?? "0");
+      const ordinal = env.EXPOSURE_FILTER_REPLICA_ORDINAL ?? "-1";
+      if (flagReplicas !== replicas) {
+        errors.push(`${name}: spec.replicas ${replicas} but EXPOSURE_FILTER_REPLICAS=${env.EXPOSURE_FILTER_REPLICAS ?? "(unset: 1)"}`);
+      }
+      if (replicas > 1 && !(Number.isInteger(partitions) && partitions >= replicas)) {
+        errors.push(`${name}: ${replicas} replicas need EXPOSURE_FILTER_PARTITIONS >= ${replicas}, got ${env.EXPOSURE_FILTER_PARTITIONS ?? "(unset)"}`);
+      }
+      if (replicas > 1 && ordinal !== "-1") {
+        // A fixed ordinal would make every pod claim the same partitions;
+        // from the hostname, pod i gets i < replicas.
+        errors.push(`${name}: EXPOSURE_FILTER_REPLICA_ORDINAL=${ordinal}: must be -1 (from the pod hostname) with ${replicas} replicas`);
+      }
+      if (replicas === 1 && ordinal !== "-1" && ordinal !== "0") {
+        errors.push(`${name}: EXPOSURE_FILTER_REPLICA_ORDINAL=${ordinal} is not < replicas (1)`);
+      }
+      const template = env.EXPOSURE_FILTER_REPLICA_ADDRESS_TEMPLATE;
+      if (template !== undefined) {
+        const grpc = (c.ports ?? []).find((p) => p.name === "grpc")?.containerPort;
+        const want = `${sts.metadata?.name}-{ordinal}.${sts.spec?.serviceName}:${grpc}`;
+        if (template !== want) {
+          errors.push(`${name}: EXPOSURE_FILTER_REPLICA_ADDRESS_TEMPLATE=${template}, the pods are ${want}`);
+        }
+      }
+      if (env.EXPOSURE_FILTER_KAFKA_BROKERS) {
+        for (const k of ["EXPOSURE_FILTER_KAFKA_TOPIC", "EXPOSURE_FILTER_KAFKA_GROUP"]) {
+          if (!env[k]) errors.push(`${name}: EXPOSURE_FILTER_KAFKA_BROKERS is set but ${k} is not`);
+        }
+        const format = env.EXPOSURE_FILTER_KAFKA_FORMAT ?? "proto";
+        if (!["proto", "json"].includes(format)) {
+          errors.push(`${name}: EXPOSURE_FILTER_KAFKA_FORMAT=${format}: proto or json`);
+        }
+        if (replicas > 1 && !env.EXPOSURE_FILTER_PARTITIONS) {
+          errors.push(`${name}: Kafka ingest with ${replicas} replicas needs EXPOSURE_FILTER_PARTITIONS`);
+        }
+      }
+    }
+  }
   return errors;
 }
 
@@ -233,7 +292,27 @@ const MISTAKES = [
   ["envFrom ConfigMap that does not exist", (objs) => {
     find(objs, "StatefulSet").spec.template.spec.containers[0].envFrom[0].configMapRef.name = "missing";
   }],
+  ["replica count that disagrees with EXPOSURE_FILTER_REPLICAS", (objs) => {
+    find(objs, "StatefulSet").spec.replicas = 4;
+  }],
+  ["fixed replica ordinal shared by every pod", (objs) => {
+    configMapOf(objs).EXPOSURE_FILTER_REPLICA_ORDINAL = "0";
+  }],
+  ["fewer partitions than replicas", (objs) => {
+    configMapOf(objs).EXPOSURE_FILTER_PARTITIONS = "2";
+  }],
+  ["address template naming the wrong Service", (objs) => {
+    configMapOf(objs).EXPOSURE_FILTER_REPLICA_ADDRESS_TEMPLATE =
+      "exposure-filter-{ordinal}.exposure-filter:50051";
+  }],
+  ["Kafka brokers without a topic", (objs) => {
+    delete configMapOf(objs).EXPOSURE_FILTER_KAFKA_TOPIC;
+  }],
 ];
+
+function configMapOf(objects) {
+  return find(objects, "ConfigMap").data;
+}
 
 function find(objects, kind) {
   const o = objects.find((x) => x.kind === kind);

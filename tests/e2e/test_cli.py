@@ -310,3 +310,70 @@ class CliHealthDrainTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RoutedCliTest(unittest.TestCase):
+    """Scale-out (issue 7): two partitioned server processes (P = 4, N = 2);
+    `--route` sends each user's calls to its owner, a direct call to the
+    other replica is refused naming the owner, `stats` shows the partitions
+    owned."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.servers = []
+        try:
+            for ordinal in range(2):
+                s = harness.ServerProcess(
+                    "--partitions=4", "--replicas=2",
+                    "--replica_ordinal=%d" % ordinal)
+                cls.servers.append(s)
+                s.start()
+        except BaseException:
+            for s in cls.servers:
+                s.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.servers:
+            s.close()
+
+    def run_cli(self, *args, expect=0):
+        env = {k: v for k, v in os.environ.items()
+               if k != "EXPOSURE_FILTER_ADDRESS"}
+        argv = [cli_binary()] + list(args)
+        p = subprocess.run(argv, capture_output=True, env=env, timeout=60)
+        out, err = p.stdout.decode(), p.stderr.decode()
+        self.assertEqual(p.returncode, expect,
+                         "%s\nstdout: %s\nstderr: %s" % (argv, out, err))
+        return out, err
+
+    def test_route_reaches_every_owner_and_direct_calls_are_refused(self):
+        route = ["--route=" + ",".join(s.address for s in self.servers),
+                 "--partitions=4"]
+        users = ["route-%d" % i for i in range(6)]
+        for u in users:
+            self.run_cli("record", *route, "--user=" + u, "7")
+            out, _ = self.run_cli("filter", *route, "--user=" + u, "7", "8")
+            self.assertEqual(out, "8\n", u)
+        held = [int(json.loads(self.run_cli(
+            "stats", "--address=" + s.address, "--json")[0]).get("users", 0))
+            for s in self.servers]
+        self.assertEqual(sum(held), len(users))
+        self.assertTrue(all(held), held)  # these 6 users land on both replicas
+        refused = 0
+        for u in users:
+            for s in self.servers:
+                p = subprocess.run([cli_binary(), "filter", "--address=" +
+                                    s.address, "--user=" + u, "7"],
+                                   capture_output=True, timeout=60)
+                if p.returncode != 0:
+                    self.assertIn("FailedPrecondition", p.stderr.decode())
+                    self.assertIn("owned by replica", p.stderr.decode())
+                    refused += 1
+        self.assertEqual(refused, len(users))  # each user: one wrong replica
+        out, _ = self.run_cli("stats", "--address=" + self.servers[1].address)
+        self.assertIn("replica 1 of 2, partitions 4: owns [1,3]", out)
+        _, err = self.run_cli("filter", "--route=" + self.servers[0].address,
+                              "--user=u", "1", expect=2)
+        self.assertIn("--route needs --partitions", err)

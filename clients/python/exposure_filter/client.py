@@ -21,6 +21,7 @@ import grpc
 
 from exposure.v1 import exposure_filter_pb2 as pb
 from exposure_filter.filter_view import FilterView, MalformedFilter
+from exposure_filter.partitioning import replica_for_user
 
 SERVICE = "exposure.v1.ExposureFilter"
 
@@ -31,7 +32,13 @@ _METHODS = {
     "GetUserStats": (pb.GetUserStatsRequest, pb.GetUserStatsResponse),
     "DeleteUser": (pb.DeleteUserRequest, pb.DeleteUserResponse),
     "GetServerStats": (pb.GetServerStatsRequest, pb.GetServerStatsResponse),
+    "Explain": (pb.ExplainRequest, pb.ExplainResponse),
 }
+
+# A partitioned replica's "not my user" answer names the owner in this
+# trailing metadata key (docs/scale-out.md):
+# "ordinal=1;partition=7;partitions=12;replicas=3;self=0[;address=...]".
+OWNER_METADATA_KEY = "x-exposure-owner"
 
 
 def retry_service_config(max_attempts=3, initial_backoff_s=0.05,
@@ -95,6 +102,120 @@ class ExposureFilterClient:
 
     def get_server_stats(self, request=None):
         return self._call("GetServerStats", request or pb.GetServerStatsRequest())
+
+    def explain(self, request):
+        return self._call("Explain", request)
+
+
+def owner_hint(rpc_error):
+    """The owner a partitioned replica named when refusing another replica's
+    user (FAILED_PRECONDITION), as a dict of ints (and "address"); None if
+    the error carries none."""
+    for key, value in (rpc_error.trailing_metadata() or ()):
+        if key != OWNER_METADATA_KEY:
+            continue
+        hint = {}
+        for pair in value.split(";"):
+            k, _, v = pair.partition("=")
+            hint[k] = v if k == "address" else int(v)
+        return hint
+    return None
+
+
+class RoutingError(Exception):
+    """Client and cluster disagree on P, N or the replica order: no retry
+    can fix it. `hint` is the server's owner_hint()."""
+
+    def __init__(self, message, hint):
+        super().__init__(message)
+        self.hint = hint
+
+
+class RoutingClient:
+    """The routing algorithm of docs/scale-out.md: one ExposureFilterClient
+    per replica (replica i at index i), each call sent to the user's owner,
+    RecordExposure split into one call per owner (sequentially, ascending
+    replica). A FAILED_PRECONDITION with an owner hint raises RoutingError
+    saying what is misconfigured.
+
+        router = RoutingClient([ExposureFilterClient(connect(a))
+                                for a in addresses], partitions=12)
+    """
+
+    def __init__(self, clients, partitions):
+        if partitions < 1 or not 1 <= len(clients) <= partitions:
+            raise ValueError("need 1 <= replicas (%d) <= partitions (%d)"
+                             % (len(clients), partitions))
+        self.clients = list(clients)
+        self.partitions = partitions
+
+    def replica_for_user(self, user_id):
+        return replica_for_user(user_id, self.partitions, len(self.clients))
+
+    def _diagnose(self, replica, error):
+        if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
+            return error
+        hint = owner_hint(error)
+        if hint is None:
+            return error
+        if (hint.get("partitions"), hint.get("replicas")) != (
+                self.partitions, len(self.clients)):
+            why = ("routing misconfigured: this client routes with "
+                   "partitions=%d replicas=%d but replica %d runs "
+                   "--partitions=%d --replicas=%d"
+                   % (self.partitions, len(self.clients), replica,
+                      hint["partitions"], hint["replicas"]))
+        elif hint.get("self") != replica:
+            why = ("routing misconfigured: address %d reaches replica %s; "
+                   "list the addresses in ordinal order"
+                   % (replica, hint.get("self")))
+        else:
+            why = "routing disagreement with replica %d" % replica
+        return RoutingError("%s: %s" % (why, error.details()), hint)
+
+    def _routed(self, method, request):
+        replica = self.replica_for_user(request.user_id)
+        try:
+            return getattr(self.clients[replica], method)(request)
+        except grpc.RpcError as e:
+            diagnosed = self._diagnose(replica, e)
+            if diagnosed is e:
+                raise
+            raise diagnosed from e
+
+    def filter_recalled(self, request):
+        return self._routed("filter_recalled", request)
+
+    def get_filter(self, request):
+        return self._routed("get_filter", request)
+
+    def get_user_stats(self, request):
+        return self._routed("get_user_stats", request)
+
+    def delete_user(self, request):
+        return self._routed("delete_user", request)
+
+    def explain(self, request):
+        return self._routed("explain", request)
+
+    def record_exposure(self, request):
+        """Returns [(replica, [exposure indices], response or exception)]
+        per owner, ascending replica; each owner's write is all-or-nothing,
+        so failed indices can be resent (recording is idempotent)."""
+        by_owner = {}
+        for i, e in enumerate(request.exposures):
+            by_owner.setdefault(self.replica_for_user(e.user_id), []).append(i)
+        results = []
+        for replica in sorted(by_owner):
+            indices = by_owner[replica]
+            part = pb.RecordExposureRequest(surface=request.surface)
+            part.exposures.extend(request.exposures[i] for i in indices)
+            try:
+                outcome = self.clients[replica].record_exposure(part)
+            except grpc.RpcError as e:
+                outcome = self._diagnose(replica, e)
+            results.append((replica, indices, outcome))
+        return results
 
 
 class FilterCache:
