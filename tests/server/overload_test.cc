@@ -411,8 +411,10 @@ TEST(OverloadTest, FloodOfMaximalRequestsIsShedWithBoundedMemory) {
   int64_t bound = baseline_rss + 3 * (kQuotaBytes + kInflightBytes);
 #if defined(__SANITIZE_ADDRESS__)
   // ASan keeps freed memory in its quarantine (256 MiB by default) and adds
-  // shadow memory: allow for both in the ASan run.
-  bound += int64_t{384} << 20;
+  // shadow memory and a redzone to each of the 20,000 small strings of a
+  // parsed request: measured ~480 MiB more growth than the regular build
+  // (peak 629 MiB from a 57 MiB baseline). Still far below the 2 GB offered.
+  bound += int64_t{640} << 20;
 #endif
   EXPECT_LT(peak_rss.load(), bound)
       << "peak RSS " << (peak_rss.load() >> 20) << " MiB, baseline "
