@@ -73,7 +73,9 @@ StoreDurability::StoreDurability(const DurabilityOptions& options,
     : options_(options),
       dir_(std::move(dir)),
       surfaces_(surfaces),
-      store_(store) {}
+      store_(store),
+      sync_timer_(options.sync_timer != nullptr ? options.sync_timer
+                                                : &real_sync_timer_) {}
 
 StoreDurability::~StoreDurability() {
   Close(/*final_snapshot=*/false).IgnoreError();
@@ -576,16 +578,10 @@ void StoreDurability::RemoveObsoleteFiles(uint64_t newest) {
 
 void StoreDurability::SyncLoop() {
   if (options_.fsync != FsyncPolicy::kInterval) return;
-  const auto period = absl::ToChronoMilliseconds(options_.fsync_interval);
-  MutexLock lock(&stop_mu_);
-  while (!stop_mu_.AwaitWithTimeout(
-      stop_cv_, period,
-      [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_; })) {
-    stop_mu_.Unlock();
+  while (sync_timer_->Wait(options_.fsync_interval)) {
     // A failure fails the log, which logs it once (write_ahead_log.h); a
     // failed log is not synced again, the snapshot thread recovers it.
     wal_->Sync().IgnoreError();
-    stop_mu_.Lock();
   }
 }
 
@@ -630,6 +626,7 @@ absl::Status StoreDurability::Close(bool final_snapshot) {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  sync_timer_->Stop();
   if (sync_thread_.joinable()) sync_thread_.join();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
   if (wal_ == nullptr) return absl::OkStatus();  // never recovered

@@ -34,6 +34,7 @@
 #include "src/persist/data_dir.h"
 #include "src/persist/disk_errors.h"
 #include "src/persist/snapshot.h"
+#include "src/persist/sync_timer.h"
 #include "src/persist/write_ahead_log.h"
 #include "src/store/annotated_mutex.h"
 #include "src/store/sharded_filter_store.h"
@@ -60,6 +61,9 @@ struct DurabilityOptions {
   // Disk faults (issue 8): tests inject failing system calls here; null is
   // the real ones. Must outlive the StoreDurability.
   DiskIo* disk_io = nullptr;
+  // When the `interval` policy syncs: tests fire it by hand; null is a
+  // RealSyncTimer. Must outlive the StoreDurability, which Stop()s it.
+  SyncTimer* sync_timer = nullptr;
 };
 
 struct RecoveryReport {
@@ -220,6 +224,8 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   std::condition_variable stop_cv_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
   bool closed_ = false;
+  RealSyncTimer real_sync_timer_;
+  SyncTimer* const sync_timer_;  // options_.sync_timer or real_sync_timer_
   std::thread sync_thread_;
   std::thread snapshot_thread_;
 };
