@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "exposure_filter/item_hash.h"
 
 namespace exposure_filter {
@@ -30,14 +33,21 @@ std::vector<uint64_t> Hashes(std::mt19937_64& rng, size_t n, bool fresh) {
   return h;
 }
 
-double MeasuredFpRate(const UserFilter& f, const FilterPolicy& p, int64_t now,
-                      std::mt19937_64& rng, size_t probes) {
+// How many of `probes` never-recorded items the filter claims.
+size_t ClaimedFreshProbes(const UserFilter& f, const FilterPolicy& p,
+                          int64_t now, std::mt19937_64& rng, size_t probes) {
   const std::vector<uint64_t> fresh = Hashes(rng, probes, /*fresh=*/true);
   std::vector<uint8_t> keep(probes, 1);
   f.RemoveExposed(p, now, fresh, keep.data());
   size_t fp = 0;
   for (uint8_t k : keep) fp += !k;
-  return static_cast<double>(fp) / probes;
+  return fp;
+}
+
+double MeasuredFpRate(const UserFilter& f, const FilterPolicy& p, int64_t now,
+                      std::mt19937_64& rng, size_t probes) {
+  return static_cast<double>(ClaimedFreshProbes(f, p, now, rng, probes)) /
+         probes;
 }
 
 void ExpectAllContained(const UserFilter& f, const FilterPolicy& p, int64_t now,
@@ -50,44 +60,102 @@ void ExpectAllContained(const UserFilter& f, const FilterPolicy& p, int64_t now,
   }
 }
 
-class VolumeTest : public testing::TestWithParam<int> {};
-
-TEST_P(VolumeTest, NoFalseNegativesAndFpWithinDeltaAtOnce) {
-  const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(GetParam());
-  const std::vector<uint64_t> items = Hashes(rng, GetParam(), false);
-  UserFilter f;
-  f.Record(p, items, kNow);
-  ExpectAllContained(f, p, kNow, items);
-  EXPECT_LE(MeasuredFpRate(f, p, kNow, rng, 200000), p.fp_rate());
-}
-
-TEST_P(VolumeTest, NoFalseNegativesAndFpWithinDeltaOneByOne) {
-  // One item per call: every growth step of the slice is exercised.
-  const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(GetParam() + 1);
-  const std::vector<uint64_t> items = Hashes(rng, GetParam(), false);
-  UserFilter f;
-  for (uint64_t h : items) f.Record(p, {&h, 1}, kNow);
-  ExpectAllContained(f, p, kNow, items);
-  EXPECT_LE(MeasuredFpRate(f, p, kNow, rng, 200000), p.fp_rate());
-  EXPECT_LE(f.Stats(p, kNow).estimated_fp_rate, p.fp_rate());
-}
-
-TEST_P(VolumeTest, NoFalseNegativesAndFpWithinDeltaSpreadOverTheWindow) {
-  // The same volume spread over every live slice of the 30-day window.
-  const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(GetParam() + 2);
-  const std::vector<uint64_t> items = Hashes(rng, GetParam(), false);
-  UserFilter f;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const int64_t t = kNow - static_cast<int64_t>(i % 30) * kDay;
-    f.Record(p, {&items[i], 1}, t);
+// The FP budget the code assigned to `f` (filter_policy.h, "FP budget"):
+// each live slice the level budgets of the segments it has, the filter the
+// union over its live slices. (Sealing may refold a slice up to its whole
+// share minus the growth reserve; none of the VolumeTest patterns seals:
+// each records its newest slice first.)
+double AssignedFpBudget(const UserFilter& f, const FilterPolicy& p,
+                        int64_t now) {
+  double clean = 1;
+  for (const UserFilter::Slice& s : f.slices()) {
+    if (!p.SliceLive(s.index, now)) continue;
+    double share = 0;
+    for (size_t j = 0; j < s.segments.size(); ++j) {
+      share += p.LevelFpBudget(static_cast<int>(j));
+    }
+    clean *= 1 - share;
   }
-  ExpectAllContained(f, p, kNow, items);
-  EXPECT_LE(f.Stats(p, kNow).slices,
-            static_cast<uint32_t>(p.max_live_slices()));
-  EXPECT_LE(MeasuredFpRate(f, p, kNow, rng, 200000), p.fp_rate());
+  return 1 - clean;
+}
+
+// Users of one volume recorded in one arrival pattern: no false negatives,
+// the filter's own estimate within its assigned budget (both exact), and
+// the users' pooled measured FP within 1.2x the budgets the code assigned
+// them. Pooled because one small filter's own rate is mostly luck: a
+// 4-block segment at capacity measured 0.3x-2.4x its budget over 40 seeds
+// (the budget is an expectation over item sets), so there are enough users
+// for >= 20,000 items (>= ~600 blocks) in all. Probes: 2,000 expected hits
+// at the budget, so probe noise is 2.2% (sd); fp_budget_test.cc derives the
+// 1.2 and tests full segments, slices and the window one by one.
+class VolumeTest : public testing::TestWithParam<int> {
+ protected:
+  static constexpr double kExpectedHitsAtBudget = 2000;
+  static constexpr double kBudgetFactor = 1.2;
+
+  size_t Users() const { return std::max(1, 20000 / GetParam()); }
+
+  // Records GetParam() items for each of Users() users with `record`, then
+  // checks the three properties above at kNow.
+  template <typename Record>
+  void CheckUsers(uint64_t seed, Record&& record) {
+    const FilterPolicy p = DefaultPolicy();
+    std::mt19937_64 rng(seed);
+    std::vector<UserFilter> users(Users());
+    double assigned_sum = 0;
+    for (UserFilter& f : users) {
+      const std::vector<uint64_t> items = Hashes(rng, GetParam(), false);
+      record(p, f, items);
+      ASSERT_NO_FATAL_FAILURE(ExpectAllContained(f, p, kNow, items));
+      const double assigned = AssignedFpBudget(f, p, kNow);
+      EXPECT_LE(f.Stats(p, kNow).estimated_fp_rate, assigned * (1 + 1e-9))
+          << "the filter's own estimate (bloom_math.h, at its counts) exceeds "
+             "the FP budget the code assigned it: segments are sized or "
+             "filled beyond their level budgets (filter_policy.h)";
+      assigned_sum += assigned;
+    }
+    const size_t probes_per_user =
+        static_cast<size_t>(std::ceil(kExpectedHitsAtBudget / assigned_sum));
+    uint64_t hits = 0;
+    for (const UserFilter& f : users) {
+      hits += ClaimedFreshProbes(f, p, kNow, rng, probes_per_user);
+    }
+    const double at_budget = probes_per_user * assigned_sum;
+    EXPECT_LE(hits, kBudgetFactor * at_budget) << absl::StrFormat(
+        "%d users of %d items: %d of %d never-recorded probes claimed, "
+        "%.3fx the %.0f their assigned FP budgets allow: filters exceed the "
+        "FP budget the code assigned them (filter_policy.h, \"FP budget\")",
+        users.size(), GetParam(), hits, probes_per_user * users.size(),
+        hits / at_budget, at_budget);
+  }
+};
+
+TEST_P(VolumeTest, NoFalseNegativesAndFpWithinBudgetAtOnce) {
+  CheckUsers(GetParam(), [](const FilterPolicy& p, UserFilter& f,
+                            const std::vector<uint64_t>& items) {
+    f.Record(p, items, kNow);
+  });
+}
+
+TEST_P(VolumeTest, NoFalseNegativesAndFpWithinBudgetOneByOne) {
+  // One item per call: every growth step of the slice is exercised.
+  CheckUsers(GetParam() + 1, [](const FilterPolicy& p, UserFilter& f,
+                                const std::vector<uint64_t>& items) {
+    for (uint64_t h : items) f.Record(p, {&h, 1}, kNow);
+  });
+}
+
+TEST_P(VolumeTest, NoFalseNegativesAndFpWithinBudgetSpreadOverTheWindow) {
+  // The same volume spread over every live slice of the 30-day window.
+  CheckUsers(GetParam() + 2, [](const FilterPolicy& p, UserFilter& f,
+                                const std::vector<uint64_t>& items) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int64_t t = kNow - static_cast<int64_t>(i % 30) * kDay;
+      f.Record(p, {&items[i], 1}, t);
+    }
+    EXPECT_LE(f.Stats(p, kNow).slices,
+              static_cast<uint32_t>(p.max_live_slices()));
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Volumes, VolumeTest,
