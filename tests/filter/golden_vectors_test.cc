@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -57,17 +58,28 @@ std::string Unhex(const std::string& hex) {
   return out;
 }
 
+// The vectors are built once per process (the largest takes a while) but
+// checked in every test's SetUp: a failed build fails each test with its
+// status. (An ASSERT in SetUpTestSuite would not: gtest reports the suite's
+// tests as skipped.)
+const absl::StatusOr<std::vector<GoldenVector>>& BuiltVectors() {
+  static const auto* const built =
+      new absl::StatusOr<std::vector<GoldenVector>>(BuildGoldenVectors());
+  return *built;
+}
+
 class GoldenVectorsTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto built = BuildGoldenVectors();
-    ASSERT_TRUE(built.ok()) << built.status();
-    vectors_ = new std::vector<GoldenVector>(*std::move(built));
+  void SetUp() override {
+    const absl::StatusOr<std::vector<GoldenVector>>& built = BuiltVectors();
+    ASSERT_TRUE(built.ok())
+        << "the golden vectors could not be rebuilt from the encoder and "
+           "the server-side filter: "
+        << built.status();
+    vectors_ = &*built;
   }
-  static void TearDownTestSuite() { delete vectors_; }
-  static std::vector<GoldenVector>* vectors_;
+  const std::vector<GoldenVector>* vectors_ = nullptr;
 };
-std::vector<GoldenVector>* GoldenVectorsTest::vectors_ = nullptr;
 
 TEST_F(GoldenVectorsTest, FilterBytesMatchTheCheckedInVectors) {
   for (const GoldenVector& v : *vectors_) {

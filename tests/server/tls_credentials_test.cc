@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -40,34 +42,58 @@ TlsOptions Tls(std::string cert, std::string key, std::string client_ca = "") {
   return tls;
 }
 
-// A directory with two EC key pairs and their self-signed certificates.
-class TlsFilesTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
+// A directory with two EC key pairs and their self-signed certificates,
+// made once per process; Files() says what went wrong if it could not be.
+struct TlsFiles {
+  std::string dir;
+  std::string error;  // empty when every file was made
+};
+
+const TlsFiles& Files() {
+  static const TlsFiles* const files = [] {
+    auto* f = new TlsFiles;
     char tmpl[] = "/tmp/ef_tls_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = new std::string(tmpl);
+    if (mkdtemp(tmpl) == nullptr) {
+      f->error = absl::StrCat("mkdtemp: ", std::strerror(errno));
+      return f;
+    }
+    f->dir = tmpl;
+    // Removed when the process exits (not per suite: --gtest_repeat runs
+    // the suite again on the same files).
+    std::atexit([] {
+      const std::string cmd = absl::StrCat("rm -rf ", Files().dir);
+      (void)std::system(cmd.c_str());
+    });
     for (const char* name : {"a", "b"}) {
+      const std::string path = absl::StrCat(f->dir, "/", name);
       const std::string cmd = absl::StrCat(
           "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
           "-nodes -days 2 -subj /CN=",
-          name, " -keyout ", Path(name), ".key -out ", Path(name),
-          ".pem 2>/dev/null");
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+          name, " -keyout ", path, ".key -out ", path, ".pem 2>/dev/null");
+      if (std::system(cmd.c_str()) != 0) {
+        f->error = absl::StrCat("failed: ", cmd);
+        return f;
+      }
     }
-    std::ofstream(Path("garbage.pem")) << "not a PEM file\n";
-  }
-  static void TearDownTestSuite() {
-    const std::string cmd = absl::StrCat("rm -rf ", *dir_);
-    (void)std::system(cmd.c_str());
-    delete dir_;
+    std::ofstream(absl::StrCat(f->dir, "/garbage.pem")) << "not a PEM file\n";
+    return f;
+  }();
+  return *files;
+}
+
+// Checks the files in every test's SetUp, so that a failure to make them
+// fails each test. (An ASSERT in SetUpTestSuite would not: gtest reports
+// the suite's tests as skipped.)
+class TlsFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(Files().error.empty())
+        << "cannot make the test certificates: " << Files().error;
   }
   static std::string Path(const std::string& name) {
-    return absl::StrCat(*dir_, "/", name);
+    return absl::StrCat(Files().dir, "/", name);
   }
-  static std::string* dir_;
 };
-std::string* TlsFilesTest::dir_ = nullptr;
 
 TEST_F(TlsFilesTest, PlaintextWithoutCertificate) {
   TlsOptions tls;
