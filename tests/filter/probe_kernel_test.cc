@@ -8,6 +8,7 @@
 #include "exposure_filter/item_hash.h"
 #include "gtest/gtest.h"
 #include "src/filter/bloom_segment.h"
+#include "tests/common/environment_skip.h"
 
 namespace exposure_filter {
 namespace {
@@ -63,7 +64,7 @@ TEST(ProbeKernelTest, PortableKernelMatchesBloomProbeDefinition) {
 }
 
 TEST(ProbeKernelTest, Avx2KernelGivesIdenticalResultsToPortable) {
-  if (!Avx2Supported()) GTEST_SKIP() << "CPU without AVX2";
+  if (!Avx2Supported()) GTEST_SKIP() << kSkipNoAvx2;
   size_t removed_total = 0, kept_total = 0;
   for (int k = kMinProbes; k <= kMaxProbes; ++k) {
     for (size_t items : {0, 50, 400, 3000}) {

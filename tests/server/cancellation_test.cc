@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "src/server/exposure_filter_server.h"
 #include "src/store/clock.h"
+#include "tests/common/environment_skip.h"
 
 namespace exposure_filter {
 namespace {
@@ -306,7 +307,7 @@ TEST_F(CancellationTest, HeapDoesNotGrowAcrossRepeatedStorms) {
   Storm(/*rounds=*/10);
   ExpectInFlightReturnsTo(0);
   const size_t warm = HeapInUse();
-  if (warm == 0) GTEST_SKIP() << "allocator reports no heap figures (ASan)";
+  if (warm == 0) GTEST_SKIP() << kSkipNoHeapFigures;
   Storm(/*rounds=*/10);
   ExpectInFlightReturnsTo(0);
   const size_t after = HeapInUse();

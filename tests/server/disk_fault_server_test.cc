@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "src/server/exposure_filter_server.h"
 #include "src/store/clock.h"
+#include "tests/common/environment_skip.h"
 
 namespace exposure_filter {
 namespace {
@@ -263,7 +264,7 @@ class DiskFaultServerTest : public ::testing::Test {
 TEST_F(DiskFaultServerTest, FullDiskRefusesWritesAndResumesWhenSpaceReturns) {
   fs_ = std::make_unique<Tmpfs>("4m");
   Tmpfs& fs = *fs_;
-  if (!fs.ok()) GTEST_SKIP() << fs.error();
+  if (!fs.ok()) GTEST_SKIP() << kSkipNoTmpfs << ": " << fs.error();
   const std::string data_dir = fs.path() + "/data";
   StartServer(data_dir);
   ASSERT_TRUE(RecordUntilRefused(20).ok());
@@ -320,7 +321,7 @@ TEST_F(DiskFaultServerTest, FullDiskRefusesWritesAndResumesWhenSpaceReturns) {
 TEST_F(DiskFaultServerTest, ReadOnlyDataDirRefusesWritesUntilWritableAgain) {
   fs_ = std::make_unique<Tmpfs>("16m");
   Tmpfs& fs = *fs_;
-  if (!fs.ok()) GTEST_SKIP() << fs.error();
+  if (!fs.ok()) GTEST_SKIP() << kSkipNoTmpfs << ": " << fs.error();
   const std::string data_dir = fs.path() + "/data";
   StartServer(data_dir);
   ASSERT_TRUE(RecordUntilRefused(20).ok());
