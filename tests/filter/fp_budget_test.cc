@@ -4,23 +4,25 @@
 // meets what sealing left it, and a whole window of full slices meets delta.
 // Measured with never-recorded probes, never with the filter's own estimate.
 //
-// How many probes, and how tight (kProbesFor, kBudgetFactor):
+// How many probes, and how tight (kExpectedHitsAtBudget, kBudgetFactor):
 //   * Probe noise. A filter whose true rate is q claims X ~ Binomial(N, q)
 //     of N fresh probes; sd(X) = sqrt(N q (1 - q)) < sqrt(N q). We take N so
 //     that N * budget = kExpectedHitsAtBudget = 2000: at q = budget the
-//     measured rate is within sd = 1/sqrt(2000) = 2.2% of it.
+//     measured rate has sd 1/sqrt(2000) = 2.2% of it. (At 400 expected hits
+//     the sd would be 5%, and a bound that still separates budget from 1.4x
+//     budget by 3 sd on each side would not exist.)
 //   * Filter noise. A segment's rate is the mean over its blocks of
 //     (set bits / 512)^k, which varies with how the items fell; the segments
 //     below have >= 256 blocks, where it varied by <= 2.5% (sd) over seeds.
 //   * Model bias. The sizing model (bloom_math.h) treats an item's k probe
 //     bits as independent; the format's golden-ratio probe sequence rarely
 //     repeats a bit within an item, which sets more bits and costs 1-7% at
-//     k = 9..12 (measured: full segments sit at 1.00-1.07x their budget).
-//   A correct full segment therefore measures <= 1.07 x budget + 3.3% (one
-//   combined sd), and the bound 1.2 x budget is >= 3.9 sd above it; a
-//   segment sized for 1.4x its budget measures ~1.4-1.5x, >= 5 sd above the
-//   bound. 1.2 separates the two; 1.3 would sit within 2 sd of the 1.4x
-//   defect.
+//     k = 9..12 (measured: full segments sit at 0.99-1.07x their budget).
+//   Combined sd sqrt(2.2^2 + 2.5^2) = 3.3%. A correct full segment measures
+//   at most ~1.07 x budget, and 1.2 x budget is 3.7 sd above that; a
+//   segment sized for 1.4x its budget measures 1.40-1.50x, 4.3 sd or more
+//   above 1.2. So 1.2 separates the two; 1.3 would sit 2.2 sd under the 1.4x
+//   defect and miss it about once in 70 seeds.
 //
 // Fixed seeds: every run probes the same items, so a failure reproduces.
 #include <gtest/gtest.h>
@@ -238,9 +240,10 @@ TEST_F(WindowFpBudgetTest, EverySliceMeetsTheSumOfItsSegmentBudgets) {
 }
 
 // Expected: 7 slices x 0.875 of delta_s x (1.00-1.07 model bias) = 0.88-0.94
-// of delta. With N * delta = 10,000 expected hits at delta, the probe sd is
-// 1% of delta, so delta itself is >= 6 sd above a correct filter; a filter
-// sized for 1.4x its budgets measures ~1.25 delta.
+// of delta (measured: 0.89). With N * delta = 10,000 expected hits at delta
+// the probe sd is 1% of delta and the 7 slices' own spread ~1.5%, so delta
+// is >= 3 sd above a correct filter; with segments sized for 1.4x their
+// budgets this window measured 1.17 delta.
 TEST_F(WindowFpBudgetTest, WholeFilterMeetsDelta) {
   const double delta = p_.fp_rate();
   const FpMeasurement m = MeasureFp(
