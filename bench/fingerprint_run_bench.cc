@@ -213,8 +213,7 @@ void BM_SingleContains(benchmark::State& state) {
     benchmark::DoNotOptimize(keep.data());
   }
   SetPerCandidate(state);
-  state.counters["skip_bits_per_item"] =
-      stride == 0 ? 0.0 : 64.0 / stride;
+  state.counters["skip_bits_per_item"] = stride == 0 ? 0.0 : 64.0 / stride;
 }
 BENCHMARK(BM_SingleContains)
     ->ArgsProduct({{20, 333, 2000}, {0, 16, 64}})
