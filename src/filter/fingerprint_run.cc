@@ -27,46 +27,47 @@ inline uint64_t Peek64(const uint64_t* words, uint64_t pos) {
   return (words[i] >> s) | ((words[i + 1] << 1) << (63 - s));
 }
 
-// Decodes one Rice code of a validated payload at `pos` and advances it.
-inline uint64_t DecodeGap(const uint64_t* words, uint64_t& pos, int k) {
-  uint64_t x = Peek64(words, pos);
-  uint64_t q = 0;
-  while (x == 0) {  // quotient >= 64: only for gaps far above the mean
-    q += 64;
-    pos += 64;
-    x = Peek64(words, pos);
-  }
-  const int zeros = absl::countr_zero(x);
-  q += zeros;
-  pos += zeros + 1;
-  if (k == 0) return q;
-  const uint64_t mask = (uint64_t{1} << k) - 1;
-  // The remainder usually sits in the same 64-bit window as the unary part.
-  const uint64_t r = zeros + 1 + k <= 64 ? (x >> (zeros + 1)) & mask
-                                         : Peek64(words, pos) & mask;
-  pos += k;
-  return (q << k) | r;
-}
-
-class BitWriter {
+// Sequential decoder of a validated payload. A code's two halves live in
+// separate streams (header comment): remainder i at the fixed bit i * k, the
+// unary parts after all remainders. The loop-carried dependency is then only
+// "next set bit of the unary stream" (x &= x - 1, count trailing zeros), not
+// the variable length of each code, and the remainder loads run ahead.
+class RunDecoder {
  public:
-  explicit BitWriter(uint64_t* words) : words_(words) {}
-  void PutRice(uint64_t d, int k) {
-    pos_ += d >> k;  // zeros: the buffer starts zeroed
-    words_[pos_ >> 6] |= uint64_t{1} << (pos_ & 63);
-    ++pos_;
-    if (k == 0) return;
-    const uint64_t r = d & ((uint64_t{1} << k) - 1);
-    const unsigned s = pos_ & 63;
-    words_[pos_ >> 6] |= r << s;
-    if (s + k > 64) words_[(pos_ >> 6) + 1] |= r >> (64 - s);
-    pos_ += k;
+  RunDecoder(const uint64_t* words, int k)
+      : words_(words), k_(k), mask_((uint64_t{1} << k) - 1) {}
+  // Positions the decoder at code `index`, whose unary part starts at bit
+  // `unary_pos`.
+  void Seek(uint32_t index, uint64_t unary_pos) {
+    index_ = index;
+    unary_pos_ = unary_pos;
+    word_ = unary_pos >> 6;
+    bits_ = words_[word_] & (~uint64_t{0} << (unary_pos & 63));
   }
-  uint64_t pos() const { return pos_; }
+  // The gap d of the current code; advances to the next one. Only call for a
+  // code that exists: its set bit is then inside the payload.
+  uint64_t NextGap() {
+    while (bits_ == 0) bits_ = words_[++word_];
+    const uint64_t one = (word_ << 6) + absl::countr_zero(bits_);
+    bits_ &= bits_ - 1;
+    const uint64_t q = one - unary_pos_;
+    unary_pos_ = one + 1;
+    // k = 0: mask 0 (Peek64 at bit 0 stays inside: n >= 1 means >= 1 word).
+    const uint64_t r = Peek64(words_, uint64_t{index_} * k_) & mask_;
+    ++index_;
+    return (q << k_) | r;
+  }
+  // Start of the next code's unary part (a skip entry's offset).
+  uint64_t unary_pos() const { return unary_pos_; }
 
  private:
-  uint64_t* words_;
-  uint64_t pos_ = 0;
+  const uint64_t* words_;
+  int k_;
+  uint64_t mask_;
+  uint32_t index_ = 0;
+  uint64_t unary_pos_ = 0;
+  uint64_t word_ = 0;
+  uint64_t bits_ = 0;
 };
 
 absl::Status ValidateShape(int b, uint64_t u) {
@@ -172,11 +173,24 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Encode(
   run.payload_bits_ = static_cast<uint32_t>(best_bits);
   const size_t words = run.payload_words() + 1 + run.skip_entries();
   run.words_.reset(new uint64_t[words]());
-  BitWriter writer(run.words_.get());
+  uint64_t* w = run.words_.get();
+  const uint64_t mask = (uint64_t{1} << best_k) - 1;
+  uint64_t unary_pos = uint64_t{n} * best_k;  // after the remainders
+  uint64_t rem_pos = 0;
   uint64_t next = 0;
   for (uint32_t f : sorted_distinct) {
-    writer.PutRice(f - next, best_k);
+    const uint64_t d = f - next;
     next = uint64_t{f} + 1;
+    if (best_k != 0) {
+      const unsigned shift = rem_pos & 63;
+      w[rem_pos >> 6] |= (d & mask) << shift;
+      if (shift + best_k > 64)
+        w[(rem_pos >> 6) + 1] |= (d & mask) >> (64 - shift);
+      rem_pos += best_k;
+    }
+    unary_pos += d >> best_k;  // zeros: the buffer starts zeroed
+    w[unary_pos >> 6] |= uint64_t{1} << (unary_pos & 63);
+    ++unary_pos;
   }
   run.BuildSkipIndex();
   return run;
@@ -238,29 +252,31 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
         "fingerprint run truncated in code %d of %d (%d payload bytes)", i, n,
         payload_bytes));
   };
-  uint64_t pos = 0;
+  // Remainders first (n * k bits), then n unary parts. The buffer is zero
+  // beyond the given bytes, so a set bit found is inside them; every word
+  // index checked against the payload's words before it is read.
+  const uint64_t remainder_bits = uint64_t{n} * k;
+  if (remainder_bits >= avail) return truncated(0);
+  const size_t avail_words = run.payload_words();
+  uint64_t unary_pos = remainder_bits;
+  size_t word = unary_pos >> 6;
+  uint64_t ones = w[word] & (~uint64_t{0} << (unary_pos & 63));
   uint64_t next = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    if (pos >= avail) return truncated(i);
-    uint64_t x = Peek64(w, pos);
-    uint64_t q = 0;
-    while (x == 0) {
-      q += 64;
-      pos += 64;
-      if (pos >= avail) return truncated(i);
-      x = Peek64(w, pos);
+    while (ones == 0) {
+      if (++word >= avail_words) return truncated(i);
+      ones = w[word];
     }
-    const int zeros = absl::countr_zero(x);
-    q += zeros;
-    pos += zeros + 1;
+    const uint64_t one = (uint64_t{word} << 6) + absl::countr_zero(ones);
+    ones &= ones - 1;
+    const uint64_t q = one - unary_pos;
+    unary_pos = one + 1;
     // d >= q << k must stay below u: also keeps the shift from overflowing.
     if (q > (u >> k)) {
       return absl::InvalidArgumentError(
           absl::StrFormat("fingerprint run code %d leaves universe %d", i, u));
     }
-    if (pos + k > avail) return truncated(i);
-    const uint64_t r = k == 0 ? 0 : Peek64(w, pos) & mask;
-    pos += k;
+    const uint64_t r = Peek64(w, uint64_t{i} * k) & mask;  // i * k < avail
     const uint64_t f = next + ((q << k) | r);
     if (f >= u) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -269,6 +285,7 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
     }
     next = f + 1;
   }
+  const uint64_t pos = unary_pos;
   if ((pos + 7) / 8 != payload_bytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "fingerprint run has %d payload bytes, its %d codes use %d",
@@ -286,12 +303,14 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
 void FingerprintRun::BuildSkipIndex() {
   if (skip_stride_ == 0 || count_ == 0) return;
   uint64_t* entries = words_.get() + payload_words() + 1;
-  const uint64_t* w = words_.get();
-  uint64_t pos = 0;
+  RunDecoder dec(words_.get(), rice_k_);
+  dec.Seek(0, uint64_t{count_} * rice_k_);
   uint64_t next = 0;
   for (uint32_t i = 0; i < count_; ++i) {
-    const uint64_t f = next + DecodeGap(w, pos, rice_k_);
-    if (i % skip_stride_ == 0) entries[i / skip_stride_] = f << 32 | pos;
+    const uint64_t f = next + dec.NextGap();
+    if (i % skip_stride_ == 0) {
+      entries[i / skip_stride_] = f << 32 | dec.unary_pos();
+    }
     next = f + 1;
   }
 }
@@ -302,10 +321,11 @@ size_t FingerprintRun::heap_bytes() const {
 
 bool FingerprintRun::ContainsFingerprint(uint32_t fp) const {
   if (count_ == 0) return false;
-  const uint64_t* w = words_.get();
-  uint64_t pos = 0;
+  RunDecoder dec(words_.get(), rice_k_);
   uint64_t next = 0;
   uint32_t remaining = count_;
+  uint32_t index = 0;
+  uint64_t unary_pos = uint64_t{count_} * rice_k_;
   if (skip_stride_ != 0) {
     // Last entry whose fingerprint is <= fp, then at most stride - 1 codes.
     const uint64_t* e = skip();
@@ -316,28 +336,29 @@ bool FingerprintRun::ContainsFingerprint(uint32_t fp) const {
     const uint64_t start = it[-1] >> 32;
     if (start == fp) return true;
     const size_t j = static_cast<size_t>(it - 1 - e);
-    pos = it[-1] & 0xffffffff;
+    index = static_cast<uint32_t>(j * skip_stride_ + 1);
+    unary_pos = it[-1] & 0xffffffff;
     next = start + 1;
     remaining = std::min<uint32_t>(skip_stride_, count_ - j * skip_stride_) - 1;
   }
+  dec.Seek(index, unary_pos);
   for (; remaining > 0; --remaining) {
-    const uint64_t f = next + DecodeGap(w, pos, rice_k_);
+    const uint64_t f = next + dec.NextGap();
     if (f >= fp) return f == fp;
     next = f + 1;
   }
   return false;
 }
 
-// The merge: the run's cursor (cur = f_idx, pos = start of code idx + 1)
+// The merge: the run's cursor (cur = f_idx, decoder at code idx + 1)
 // only moves forward; the skip index, when present, lets it jump over whole
 // strides that lie below the next candidate.
 template <typename FpAt, typename OnHit>
 void FingerprintRun::MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const {
   if (count_ == 0 || m == 0) return;
-  const uint64_t* w = words_.get();
-  const int k = rice_k_;
-  uint64_t pos = 0;
-  uint64_t cur = DecodeGap(w, pos, k);
+  RunDecoder dec(words_.get(), rice_k_);
+  dec.Seek(0, uint64_t{count_} * rice_k_);
+  uint64_t cur = dec.NextGap();
   uint32_t idx = 0;
   const uint64_t* e = skip();
   const size_t entries = skip_entries();
@@ -352,13 +373,13 @@ void FingerprintRun::MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const {
         while (j + 1 < entries && (e[j + 1] >> 32) <= x) ++j;
         if (j != j0) {
           cur = e[j] >> 32;
-          pos = e[j] & 0xffffffff;
           idx = static_cast<uint32_t>(j << stride_log2);
+          dec.Seek(idx + 1, e[j] & 0xffffffff);
         }
       }
       while (cur < x) {
         if (idx + 1 == count_) return;  // every later candidate is larger
-        cur += 1 + DecodeGap(w, pos, k);
+        cur += 1 + dec.NextGap();
         ++idx;
       }
     }
@@ -387,10 +408,12 @@ void FingerprintRun::RemoveContainedSorted(
 std::vector<uint32_t> FingerprintRun::Fingerprints() const {
   std::vector<uint32_t> out;
   out.reserve(count_);
-  uint64_t pos = 0;
+  if (count_ == 0) return out;
+  RunDecoder dec(words_.get(), rice_k_);
+  dec.Seek(0, uint64_t{count_} * rice_k_);
   uint64_t next = 0;
   for (uint32_t i = 0; i < count_; ++i) {
-    const uint64_t f = next + DecodeGap(words_.get(), pos, rice_k_);
+    const uint64_t f = next + dec.NextGap();
     out.push_back(static_cast<uint32_t>(f));
     next = f + 1;
   }

@@ -22,8 +22,12 @@
 //
 // Encoding. The sorted distinct fingerprints f_0 < f_1 < ... < f_{n-1} are
 // stored as gaps d_0 = f_0, d_i = f_i - f_{i-1} - 1 >= 0, each Rice coded with
-// parameter k: q = d >> k zero bits, a one bit, then the k low bits of d, bits
-// packed LSB first into little-endian 64-bit words. The gaps of n uniform
+// parameter k: the k low bits of d, and q = d >> k in unary (q zero bits, a
+// one bit). The halves go to two streams, packed LSB first into little-endian
+// 64-bit words: first the n remainders, k bits each (remainder i at bit
+// i * k), then the n unary parts. Same bits as interleaved codes, but the
+// decoder's serial chain is "next set bit" (x &= x - 1; ctz) instead of a
+// variable-length code, about 2x faster. The gaps of n uniform
 // points in [0, U) are nearly geometric with mean mu ~= U / n, and Rice coding
 // a geometric source with 2^k ~= mu ln 2 costs
 //   k + 1 + E[q] ~= log2(mu ln 2) + 1 + 1/(e^(2^k/mu) - 1)
@@ -37,14 +41,15 @@
 // merge is O(n + m), a single lookup O(n) unless the skip index is built.
 //
 // Memory. One heap block holds the payload words, one zero word of padding
-// (the decoder reads 64 bits at any code start without a bounds check) and
+// (the decoder reads 64 bits at any remainder without a bounds check) and
 // the optional skip index; the object itself is 32 bytes.
 //
 // Serialized form (Serialize / Parse), little-endian:
-//   u8 b | u8 k | u32 n | u32 U - 1 | ceil(bits / 8) bytes of Rice codes,
-// the last byte's unused high bits zero. Parse validates everything (ranges,
-// every code inside the payload, fingerprints strictly increasing and < U,
-// no trailing bytes or bits) and never reads out of bounds.
+//   u8 b | u8 k | u32 n | u32 U - 1 | ceil(bits / 8) payload bytes
+// (remainders, then unary parts), the last byte's unused high bits zero. Parse
+// validates everything (ranges, every code inside the payload, fingerprints
+// strictly increasing and < U, no trailing bytes or bits) and never reads out
+// of bounds.
 #ifndef EXPOSURE_FILTER_SRC_FILTER_FINGERPRINT_RUN_H_
 #define EXPOSURE_FILTER_SRC_FILTER_FINGERPRINT_RUN_H_
 
@@ -168,7 +173,8 @@ class FingerprintRun {
   size_t skip_entries() const {
     return skip_stride_ == 0 ? 0 : (count_ + skip_stride_ - 1) / skip_stride_;
   }
-  // Skip entry j: f_{j*stride} << 32 | bit offset of code j*stride + 1.
+  // Skip entry j: f_{j*stride} << 32 | bit offset of the unary part of code
+  // j*stride + 1.
   const uint64_t* skip() const { return words_.get() + payload_words() + 1; }
   static absl::StatusOr<FingerprintRun> Encode(
       absl::Span<const uint32_t> sorted_distinct, int b, uint64_t u,

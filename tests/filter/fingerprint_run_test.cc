@@ -259,8 +259,9 @@ TEST(FingerprintRunTest, BuildValidatesPrecisionUniverseAndStride) {
 
 // Pins the encoding, derived by hand from the header comment's definition:
 // gaps 3, 0, 5, 889 (mean (1000 - 4) / 4 = 249, 2^k ~= 172.6: k in 6..8,
-// bits 41 / 38 / 39, so k = 7); codes 1|1100000, 1|0000000, 1|1010000,
-// 000000 1|1001111 LSB first.
+// bits 41 / 38 / 39, so k = 7). Remainders 3, 0, 5, 121 at bits 0, 7, 14,
+// 21 (LSB first: bits 0, 1, 14, 16, 21, 24..27 set), then the quotients
+// 0, 0, 0, 6 in unary: ones at bits 28, 29, 30 and 37. Bytes 03 40 21 7f 20.
 TEST(FingerprintRunTest, GoldenBytes) {
   absl::StatusOr<FingerprintRun> run =
       FingerprintRun::FromFingerprints({900, 3, 10, 4, 10}, 16, 1000);
@@ -270,7 +271,7 @@ TEST(FingerprintRunTest, GoldenBytes) {
   EXPECT_EQ(run->encoded_bytes(), 5u);
   const std::string golden(
       "\x10\x07\x04\x00\x00\x00\xe7\x03\x00\x00"
-      "\x07\x01\x0b\xc0\x3c",
+      "\x03\x40\x21\x7f\x20",
       15);
   EXPECT_EQ(run->Serialize(), golden);
 }
