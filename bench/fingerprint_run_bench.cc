@@ -18,6 +18,7 @@
 #include "exposure_filter/item_hash.h"
 #include "src/filter/bloom_math.h"
 #include "src/filter/bloom_segment.h"
+#include "src/filter/candidate_sort.h"
 #include "src/filter/fingerprint_run.h"
 #include "src/filter/probe_kernel.h"
 
@@ -59,35 +60,6 @@ BloomSegment BloomFor(const std::vector<uint64_t>& items, double eps) {
                    items.size());
   for (uint64_t h : items) seg.Add(h);
   return seg;
-}
-
-// LSD radix sort of SortKey()s by their top 32 bits (all a fingerprint
-// depends on), 3 passes of 11/11/10 bits with one histogram pass: O(m)
-// against std::sort's O(m log m) compares.
-void RadixSortKeys(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp) {
-  constexpr int kShift[3] = {32, 43, 54};
-  constexpr int kBits[3] = {11, 11, 10};
-  uint32_t count[3][2048] = {};
-  for (uint64_t k : keys) {
-    for (int p = 0; p < 3; ++p) {
-      ++count[p][(k >> kShift[p]) & ((1u << kBits[p]) - 1)];
-    }
-  }
-  tmp.resize(keys.size());
-  std::vector<uint64_t>* src = &keys;
-  std::vector<uint64_t>* dst = &tmp;
-  for (int p = 0; p < 3; ++p) {
-    uint32_t sum = 0;
-    for (uint32_t& c : count[p]) {
-      const uint32_t here = c;
-      c = sum;
-      sum += here;
-    }
-    const uint64_t mask = (1u << kBits[p]) - 1;
-    for (uint64_t k : *src) (*dst)[count[p][(k >> kShift[p]) & mask]++] = k;
-    std::swap(src, dst);
-  }
-  if (src != &keys) keys.swap(tmp);
 }
 
 void BM_Space(benchmark::State& state) {
@@ -162,7 +134,7 @@ void BM_BatchSorted(benchmark::State& state) {
       if (sort_kind == 1) {
         std::sort(keys.begin(), keys.end());
       } else {
-        RadixSortKeys(keys, tmp);
+        SortKeysByHashPrefix(absl::MakeSpan(keys), tmp);
       }
     }
     std::memset(keep.data(), 1, keep.size());
@@ -189,7 +161,7 @@ void BM_SortKeys(benchmark::State& state) {
       keys[i] = FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
     }
     if (radix) {
-      RadixSortKeys(keys, tmp);
+      SortKeysByHashPrefix(absl::MakeSpan(keys), tmp);
     } else {
       std::sort(keys.begin(), keys.end());
     }

@@ -389,7 +389,7 @@ void FingerprintRun::MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const {
 
 void FingerprintRun::ContainsSorted(absl::Span<const uint32_t> sorted_fps,
                                     uint8_t* member) const {
-  std::memset(member, 0, sorted_fps.size());
+  std::fill(member, member + sorted_fps.size(), uint8_t{0});
   MergeWalk(
       sorted_fps.size(), [&](size_t i) { return uint64_t{sorted_fps[i]}; },
       [&](size_t i) { member[i] = 1; });
