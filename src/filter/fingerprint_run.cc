@@ -229,6 +229,15 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
   if (n == 0 && payload_bytes != 0) {
     return absl::InvalidArgumentError("empty fingerprint run with a payload");
   }
+  // Every code has at least k remainder bits and its unary one bit. Checked
+  // before allocating, so a 10-byte header claiming 2^32 codes cannot make
+  // us allocate a skip index for them.
+  if (uint64_t{n} * (k + 1) > uint64_t{payload_bytes} * 8) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run truncated: %d codes of k = %d need more than %d "
+        "payload bytes",
+        n, k, payload_bytes));
+  }
   FingerprintRun run;
   run.precision_ = static_cast<uint8_t>(b);
   run.rice_k_ = static_cast<uint8_t>(k);

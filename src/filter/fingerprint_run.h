@@ -171,7 +171,9 @@ class FingerprintRun {
   };
   size_t payload_words() const { return (size_t{payload_bits_} + 63) / 64; }
   size_t skip_entries() const {
-    return skip_stride_ == 0 ? 0 : (count_ + skip_stride_ - 1) / skip_stride_;
+    return skip_stride_ == 0
+               ? 0
+               : (size_t{count_} + skip_stride_ - 1) / skip_stride_;
   }
   // Skip entry j: f_{j*stride} << 32 | bit offset of the unary part of code
   // j*stride + 1.

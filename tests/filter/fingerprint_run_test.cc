@@ -365,6 +365,15 @@ TEST(FingerprintRunTest, ParseRejectsBadHeaders) {
   EXPECT_FALSE(FingerprintRun::Parse(with(2, 5)).ok());     // 5 codes, 4 there
   EXPECT_FALSE(FingerprintRun::Parse(with(2, 3)).ok());     // trailing code
   EXPECT_FALSE(FingerprintRun::Parse(with(6, 0x83)).ok());  // f=900 >= U=900
+  // 2^32 - 1 codes claimed by a 15-byte input: rejected before allocating.
+  std::string huge = good;
+  huge[0] = 32;  // b = 32, U = 2^32: the claim passes the range checks
+  for (int i = 2; i < 10; ++i) huge[i] = '\xff';
+  // The size check before the allocation is the one that answers (the
+  // decode loop would reject it too, after allocating a 512 MiB skip index).
+  const absl::Status status = FingerprintRun::Parse(huge, {64}).status();
+  EXPECT_NE(status.message().find("need more than"), std::string::npos)
+      << status;
   // An empty run carries no payload.
   std::string empty =
       FingerprintRun::FromFingerprints({}, 16, 1000)->Serialize();
