@@ -184,8 +184,9 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Encode(
     if (best_k != 0) {
       const unsigned shift = rem_pos & 63;
       w[rem_pos >> 6] |= (d & mask) << shift;
-      if (shift + best_k > 64)
+      if (shift + best_k > 64) {
         w[(rem_pos >> 6) + 1] |= (d & mask) >> (64 - shift);
+      }
       rem_pos += best_k;
     }
     unary_pos += d >> best_k;  // zeros: the buffer starts zeroed
