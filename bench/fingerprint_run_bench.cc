@@ -1,0 +1,219 @@
+// Golomb-Rice fingerprint runs (src/filter/fingerprint_run.h) against the
+// blocked Bloom segments of format 1, at the same FP target (issue 15):
+//   build/bench/fingerprint_run_bench --benchmark_min_time=0.3
+// BM_Space: bits per item (payload, and all-in with the object and its heap
+// block) and measured FP of a run, next to the information bound
+// log2(1/eps), the Rice estimate log2(U/n) + 1.47 and a Bloom segment sized
+// by bloom_math.h for the same n and eps.
+// BM_Batch*: ns per candidate of a 5,000-candidate FilterRecalled-shaped
+// batch against one run / one segment.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "exposure_filter/item_hash.h"
+#include "src/filter/bloom_math.h"
+#include "src/filter/bloom_segment.h"
+#include "src/filter/candidate_sort.h"
+#include "src/filter/fingerprint_run.h"
+#include "src/filter/probe_kernel.h"
+
+namespace exposure_filter {
+namespace {
+
+constexpr size_t kCandidates = 5000;
+constexpr double kEps[] = {0.01, 0.00143};
+
+std::vector<uint64_t> RandomHashes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> h(n);
+  for (uint64_t& x : h) x = HashItemId(rng());
+  return h;
+}
+
+// Half drawn from the recorded items, half fresh (as in filter_bench).
+std::vector<uint64_t> Candidates(const std::vector<uint64_t>& recorded,
+                                 uint64_t seed) {
+  std::vector<uint64_t> c = RandomHashes(kCandidates, seed);
+  for (size_t i = 0; i < c.size() && !recorded.empty(); i += 2) {
+    c[i] = recorded[(i * 7919) % recorded.size()];
+  }
+  return c;
+}
+
+uint64_t UniverseFor(size_t n, double eps) {
+  return static_cast<uint64_t>(std::llround(n / eps));
+}
+
+FingerprintRun MustBuild(const std::vector<uint64_t>& items, uint64_t u,
+                         uint32_t stride = 0) {
+  return *FingerprintRun::Build(items, 32, u, {stride});
+}
+
+BloomSegment BloomFor(const std::vector<uint64_t>& items, double eps) {
+  const BlockSizing sizing = SizeForFpRate(eps);
+  BloomSegment seg(BlocksForCapacity(items.size(), sizing), sizing.k,
+                   items.size());
+  for (uint64_t h : items) seg.Add(h);
+  return seg;
+}
+
+void BM_Space(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const double eps = kEps[state.range(1)];
+  const std::vector<uint64_t> items = RandomHashes(n, 1 + n);
+  const uint64_t u = UniverseFor(n, eps);
+  for (auto _ : state) {
+    FingerprintRun run = MustBuild(items, u);
+    benchmark::DoNotOptimize(run);
+  }
+  const FingerprintRun run = MustBuild(items, u);
+  // Measured FP: 2,000,000 fresh hashes (~2,900 hits at 0.143%: +-2% sd).
+  constexpr size_t kTrials = 2000000;
+  std::vector<uint32_t> fps(kTrials);
+  std::vector<uint64_t> fresh = RandomHashes(kTrials, 99);
+  for (size_t i = 0; i < kTrials; ++i) fps[i] = run.FingerprintOf(fresh[i]);
+  std::sort(fps.begin(), fps.end());
+  std::vector<uint8_t> member(kTrials);
+  run.ContainsSorted(fps, member.data());
+  const double hits = std::count(member.begin(), member.end(), 1);
+  const BloomSegment bloom = BloomFor(items, eps);
+  std::vector<uint8_t> keep(kTrials, 1);
+  RemoveContained(SegmentRef{bloom.words(), bloom.num_blocks(), bloom.k()},
+                  fresh.data(), kTrials, keep.data());
+  const double bloom_hits = std::count(keep.begin(), keep.end(), 0);
+
+  state.counters["bits_per_item"] = 8.0 * run.encoded_bytes() / n;
+  state.counters["bits_all_in"] =
+      8.0 * (sizeof(FingerprintRun) + run.heap_bytes()) / n;
+  state.counters["info_bound"] = std::log2(1 / eps);
+  state.counters["rice_est"] =
+      std::log2(static_cast<double>(u) / run.count()) + 1.47;
+  state.counters["fp_pct"] = 100 * hits / kTrials;
+  state.counters["fp_expect_pct"] = 100 * run.FpRate();
+  state.counters["bloom_bits"] = 8.0 * bloom.bit_bytes() / n;
+  state.counters["bloom_fp_pct"] = 100 * bloom_hits / kTrials;
+  state.SetLabel(eps == 0.01 ? "eps=1%" : "eps=0.143%");
+}
+BENCHMARK(BM_Space)->ArgsProduct({{20, 333, 2000, 5000, 50000}, {0, 1}});
+
+void SetPerCandidate(benchmark::State& state) {
+  state.counters["ns_per_candidate"] = benchmark::Counter(
+      kCandidates * 1e-9, benchmark::Counter::kIsIterationInvariantRate |
+                              benchmark::Counter::kInvert);
+}
+
+// The whole batch path at 1%: keys from the 5,000 hashes, sort (0 = none:
+// keys pre-sorted, the merge alone; 1 = std::sort; 2 = radix), merge.
+// range(2) = skip stride.
+void BM_BatchSorted(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const int sort_kind = static_cast<int>(state.range(1));
+  const uint32_t stride = static_cast<uint32_t>(state.range(2));
+  const std::vector<uint64_t> items = RandomHashes(n, 1 + n);
+  const FingerprintRun run = MustBuild(items, UniverseFor(n, 0.01), stride);
+  const std::vector<uint64_t> cands = Candidates(items, 2);
+  std::vector<uint64_t> keys(kCandidates), tmp;
+  std::vector<uint64_t> presorted(kCandidates);
+  for (size_t i = 0; i < kCandidates; ++i) {
+    presorted[i] = FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
+  }
+  std::sort(presorted.begin(), presorted.end());
+  std::vector<uint8_t> keep(kCandidates);
+  for (auto _ : state) {
+    if (sort_kind == 0) {
+      keys = presorted;
+    } else {
+      for (size_t i = 0; i < kCandidates; ++i) {
+        keys[i] = FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
+      }
+      if (sort_kind == 1) {
+        std::sort(keys.begin(), keys.end());
+      } else {
+        SortKeysByHashPrefix(absl::MakeSpan(keys), tmp);
+      }
+    }
+    std::memset(keep.data(), 1, keep.size());
+    run.RemoveContainedSorted(keys, keep.data());
+    benchmark::DoNotOptimize(keep.data());
+  }
+  SetPerCandidate(state);
+  state.SetLabel(sort_kind == 0   ? "merge only"
+                 : sort_kind == 1 ? "std::sort + merge"
+                                  : "radix + merge");
+}
+BENCHMARK(BM_BatchSorted)
+    ->ArgsProduct({{20, 333, 2000, 50000}, {0, 1, 2}, {0}})
+    ->Args({2000, 2, 64})
+    ->Args({50000, 2, 64});
+
+// Sorting alone, to split the batch figure.
+void BM_SortKeys(benchmark::State& state) {
+  const bool radix = state.range(0) == 1;
+  const std::vector<uint64_t> cands = Candidates({}, 2);
+  std::vector<uint64_t> keys(kCandidates), tmp;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kCandidates; ++i) {
+      keys[i] = FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
+    }
+    if (radix) {
+      SortKeysByHashPrefix(absl::MakeSpan(keys), tmp);
+    } else {
+      std::sort(keys.begin(), keys.end());
+    }
+    benchmark::DoNotOptimize(keys.data());
+  }
+  SetPerCandidate(state);
+  state.SetLabel(radix ? "radix" : "std::sort");
+}
+BENCHMARK(BM_SortKeys)->Arg(0)->Arg(1);
+
+// One Contains per candidate (no sort): range(1) = skip stride.
+void BM_SingleContains(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const uint32_t stride = static_cast<uint32_t>(state.range(1));
+  const std::vector<uint64_t> items = RandomHashes(n, 1 + n);
+  const FingerprintRun run = MustBuild(items, UniverseFor(n, 0.01), stride);
+  const std::vector<uint64_t> cands = Candidates(items, 2);
+  std::vector<uint8_t> keep(kCandidates);
+  for (auto _ : state) {
+    for (size_t i = 0; i < kCandidates; ++i) keep[i] = !run.Contains(cands[i]);
+    benchmark::DoNotOptimize(keep.data());
+  }
+  SetPerCandidate(state);
+  state.counters["skip_bits_per_item"] = stride == 0 ? 0.0 : 64.0 / stride;
+}
+BENCHMARK(BM_SingleContains)
+    ->ArgsProduct({{20, 333, 2000}, {0, 16, 64}})
+    ->Args({50000, 64})
+    ->Args({50000, 128})
+    ->Args({50000, 0});
+
+// The same batch against one blocked Bloom segment sized for n at 1%
+// (bloom_math.h), through the dispatching kernel FilterRecalled uses.
+void BM_BatchBloom(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const std::vector<uint64_t> items = RandomHashes(n, 1 + n);
+  const BloomSegment seg = BloomFor(items, 0.01);
+  const SegmentRef ref{seg.words(), seg.num_blocks(), seg.k()};
+  const std::vector<uint64_t> cands = Candidates(items, 2);
+  std::vector<uint8_t> keep(kCandidates);
+  for (auto _ : state) {
+    std::memset(keep.data(), 1, keep.size());
+    RemoveContainedAny(&ref, 1, cands.data(), cands.size(), keep.data());
+    benchmark::DoNotOptimize(keep.data());
+  }
+  SetPerCandidate(state);
+  state.counters["bits_per_item"] = 8.0 * seg.bit_bytes() / n;
+  state.SetLabel(ProbeKernelName(ActiveProbeKernel()));
+}
+BENCHMARK(BM_BatchBloom)->Arg(20)->Arg(333)->Arg(2000)->Arg(50000);
+
+}  // namespace
+}  // namespace exposure_filter
+
+BENCHMARK_MAIN();

@@ -1,0 +1,491 @@
+#include "src/filter/fingerprint_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/numeric/bits.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+
+namespace exposure_filter {
+namespace {
+
+// The payload stays below 2^32 bits so a skip entry packs a fingerprint and a
+// bit offset into one word; 64 bits of margin keep `pos + 64` in range.
+constexpr uint64_t kMaxPayloadBits = (uint64_t{1} << 32) - 64;
+constexpr int kMaxRiceK = 31;  // gaps are < 2^32
+
+// 64 bits starting at bit `pos`. Reads words[pos / 64 + 1]: callers only
+// peek at positions inside the payload, and the payload is followed by one
+// padding word, so this never leaves the allocation.
+inline uint64_t Peek64(const uint64_t* words, uint64_t pos) {
+  const uint64_t i = pos >> 6;
+  const unsigned s = pos & 63;
+  // (w << 1) << (63 - s) is w << (64 - s) without the undefined shift by 64.
+  return (words[i] >> s) | ((words[i + 1] << 1) << (63 - s));
+}
+
+// Sequential decoder of a validated payload. A code's two halves live in
+// separate streams (header comment): remainder i at the fixed bit i * k, the
+// unary parts after all remainders. The loop-carried dependency is then only
+// "next set bit of the unary stream" (x &= x - 1, count trailing zeros), not
+// the variable length of each code, and the remainder loads run ahead.
+class RunDecoder {
+ public:
+  RunDecoder(const uint64_t* words, int k)
+      : words_(words), k_(k), mask_((uint64_t{1} << k) - 1) {}
+  // Positions the decoder at code `index`, whose unary part starts at bit
+  // `unary_pos`.
+  void Seek(uint32_t index, uint64_t unary_pos) {
+    index_ = index;
+    unary_pos_ = unary_pos;
+    word_ = unary_pos >> 6;
+    bits_ = words_[word_] & (~uint64_t{0} << (unary_pos & 63));
+  }
+  // The gap d of the current code; advances to the next one. Only call for a
+  // code that exists: its set bit is then inside the payload.
+  uint64_t NextGap() {
+    while (bits_ == 0) bits_ = words_[++word_];
+    const uint64_t one = (word_ << 6) + absl::countr_zero(bits_);
+    bits_ &= bits_ - 1;
+    const uint64_t q = one - unary_pos_;
+    unary_pos_ = one + 1;
+    // k = 0: mask 0 (Peek64 at bit 0 stays inside: n >= 1 means >= 1 word).
+    const uint64_t r = Peek64(words_, uint64_t{index_} * k_) & mask_;
+    ++index_;
+    return (q << k_) | r;
+  }
+  // Start of the next code's unary part (a skip entry's offset).
+  uint64_t unary_pos() const { return unary_pos_; }
+
+ private:
+  const uint64_t* words_;
+  int k_;
+  uint64_t mask_;
+  uint32_t index_ = 0;
+  uint64_t unary_pos_ = 0;
+  uint64_t word_ = 0;
+  uint64_t bits_ = 0;
+};
+
+absl::Status ValidateShape(int b, uint64_t u) {
+  if (b < FingerprintRun::kMinPrecision || b > FingerprintRun::kMaxPrecision) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("fingerprint precision %d outside 1..32", b));
+  }
+  if (u < 2 || u > (uint64_t{1} << b)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("fingerprint universe %d outside 2..2^%d", u, b));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(const FingerprintRun::Options& options) {
+  const uint32_t s = options.skip_stride;
+  if (s != 0 && (s < 2 || (s & (s - 1)) != 0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "skip stride %d is neither 0 nor a power of two >= 2", s));
+  }
+  return absl::OkStatus();
+}
+
+// Payload bits of `sorted_distinct` Rice coded with parameter k.
+uint64_t CodedBits(absl::Span<const uint32_t> sorted_distinct, int k) {
+  uint64_t bits = uint64_t{sorted_distinct.size()} * (k + 1);
+  uint64_t next = 0;
+  for (uint32_t f : sorted_distinct) {
+    bits += (f - next) >> k;
+    next = uint64_t{f} + 1;
+  }
+  return bits;
+}
+
+}  // namespace
+
+absl::StatusOr<FingerprintRun> FingerprintRun::Build(
+    absl::Span<const uint64_t> item_hashes, int b, uint64_t u,
+    Options options) {
+  if (absl::Status s = ValidateShape(b, u); !s.ok()) return s;
+  std::vector<uint32_t> fps(item_hashes.size());
+  for (size_t i = 0; i < fps.size(); ++i) {
+    fps[i] = Fingerprint(item_hashes[i], b, u);
+  }
+  return FromFingerprints(std::move(fps), b, u, options);
+}
+
+absl::StatusOr<FingerprintRun> FingerprintRun::FromFingerprints(
+    std::vector<uint32_t> fingerprints, int b, uint64_t u, Options options) {
+  if (absl::Status s = ValidateShape(b, u); !s.ok()) return s;
+  std::sort(fingerprints.begin(), fingerprints.end());
+  fingerprints.erase(std::unique(fingerprints.begin(), fingerprints.end()),
+                     fingerprints.end());
+  if (!fingerprints.empty() && fingerprints.back() >= u) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint %d outside universe %d", fingerprints.back(), u));
+  }
+  return Encode(fingerprints, b, u, options);
+}
+
+absl::StatusOr<FingerprintRun> FingerprintRun::Encode(
+    absl::Span<const uint32_t> sorted_distinct, int b, uint64_t u,
+    Options options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  FingerprintRun run;
+  run.precision_ = static_cast<uint8_t>(b);
+  run.universe_ = u;
+  run.skip_stride_ = options.skip_stride;
+  const size_t n = sorted_distinct.size();
+  if (n == 0) return run;
+  // n <= u <= 2^32 distinct values; n = 2^32 would need 2^32 bits anyway.
+  if (n > std::numeric_limits<uint32_t>::max()) {
+    return absl::ResourceExhaustedError("fingerprint run too large");
+  }
+  // The mean gap d is (u - n) / n; Rice is near-optimal at 2^k ~= mean ln 2
+  // (header comment). Rounding of the log and the gap distribution's actual
+  // shape can make a neighbour shorter, so take the shortest of k-1, k, k+1.
+  // A few gaps are no sample of that distribution (one gap is just a number):
+  // up to kTryAllBelow codes, trying all 32 costs less than the codes do.
+  constexpr size_t kTryAllBelow = 64;
+  const double mean_gap = static_cast<double>(u - n) / static_cast<double>(n);
+  const double target = mean_gap * std::log(2.0);
+  int k0 = target >= 1 ? static_cast<int>(std::floor(std::log2(target))) : 0;
+  k0 = std::clamp(k0, 0, kMaxRiceK);
+  const int k_lo = n <= kTryAllBelow ? 0 : std::max(0, k0 - 1);
+  const int k_hi = n <= kTryAllBelow ? kMaxRiceK : std::min(kMaxRiceK, k0 + 1);
+  int best_k = -1;
+  uint64_t best_bits = 0;
+  for (int k = k_lo; k <= k_hi; ++k) {
+    const uint64_t bits = CodedBits(sorted_distinct, k);
+    if (best_k < 0 || bits < best_bits) {
+      best_k = k;
+      best_bits = bits;
+    }
+  }
+  if (best_bits >= kMaxPayloadBits) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "fingerprint run of %d items needs %d bits (limit 2^32)", n,
+        best_bits));
+  }
+  run.count_ = static_cast<uint32_t>(n);
+  run.rice_k_ = static_cast<uint8_t>(best_k);
+  run.payload_bits_ = static_cast<uint32_t>(best_bits);
+  const size_t words = run.payload_words() + 1 + run.skip_entries();
+  run.words_.reset(new uint64_t[words]());
+  uint64_t* w = run.words_.get();
+  const uint64_t mask = (uint64_t{1} << best_k) - 1;
+  uint64_t unary_pos = uint64_t{n} * best_k;  // after the remainders
+  uint64_t rem_pos = 0;
+  uint64_t next = 0;
+  for (uint32_t f : sorted_distinct) {
+    const uint64_t d = f - next;
+    next = uint64_t{f} + 1;
+    if (best_k != 0) {
+      const unsigned shift = rem_pos & 63;
+      w[rem_pos >> 6] |= (d & mask) << shift;
+      if (shift + best_k > 64) {
+        w[(rem_pos >> 6) + 1] |= (d & mask) >> (64 - shift);
+      }
+      rem_pos += best_k;
+    }
+    unary_pos += d >> best_k;  // zeros: the buffer starts zeroed
+    w[unary_pos >> 6] |= uint64_t{1} << (unary_pos & 63);
+    ++unary_pos;
+  }
+  run.BuildSkipIndex();
+  return run;
+}
+
+absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
+                                                     Options options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (bytes.size() < kHeaderBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("fingerprint run truncated: %d bytes, header needs %d",
+                        bytes.size(), kHeaderBytes));
+  }
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  auto le32 = [p](size_t at) {
+    return uint32_t{p[at]} | uint32_t{p[at + 1]} << 8 |
+           uint32_t{p[at + 2]} << 16 | uint32_t{p[at + 3]} << 24;
+  };
+  const int b = p[0];
+  const int k = p[1];
+  const uint32_t n = le32(2);
+  const uint64_t u = uint64_t{le32(6)} + 1;
+  if (absl::Status s = ValidateShape(b, u); !s.ok()) return s;
+  if (k > kMaxRiceK) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Rice parameter %d above %d", k, kMaxRiceK));
+  }
+  if (n > u) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d distinct fingerprints cannot fit universe %d", n, u));
+  }
+  const size_t payload_bytes = bytes.size() - kHeaderBytes;
+  if (payload_bytes * 8 >= kMaxPayloadBits) {
+    return absl::InvalidArgumentError("fingerprint run payload too large");
+  }
+  if (n == 0 && payload_bytes != 0) {
+    return absl::InvalidArgumentError("empty fingerprint run with a payload");
+  }
+  // Every code has at least k remainder bits and its unary one bit. Checked
+  // before allocating, so a 10-byte header claiming 2^32 codes cannot make
+  // us allocate a skip index for them.
+  if (uint64_t{n} * (k + 1) > uint64_t{payload_bytes} * 8) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run truncated: %d codes of k = %d need more than %d "
+        "payload bytes",
+        n, k, payload_bytes));
+  }
+  FingerprintRun run;
+  run.precision_ = static_cast<uint8_t>(b);
+  run.rice_k_ = static_cast<uint8_t>(k);
+  run.universe_ = u;
+  run.skip_stride_ = options.skip_stride;
+  if (n == 0) return run;
+  // Decode into a zeroed buffer one padding word longer than the payload:
+  // every peek below is at a position < avail, so it stays inside.
+  const uint64_t avail = uint64_t{payload_bytes} * 8;
+  run.count_ = n;
+  run.payload_bits_ = static_cast<uint32_t>(avail);  // sizes the buffer
+  const size_t words = run.payload_words() + 1 + run.skip_entries();
+  run.words_.reset(new uint64_t[words]());
+  uint64_t* w = run.words_.get();
+  for (size_t i = 0; i < payload_bytes; ++i) {  // little-endian words
+    w[i / 8] |= uint64_t{p[kHeaderBytes + i]} << (8 * (i % 8));
+  }
+  const uint64_t mask = (uint64_t{1} << k) - 1;
+  const auto truncated = [&](uint32_t i) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run truncated in code %d of %d (%d payload bytes)", i, n,
+        payload_bytes));
+  };
+  // Remainders first (n * k bits), then n unary parts. The buffer is zero
+  // beyond the given bytes, so a set bit found is inside them; every word
+  // index checked against the payload's words before it is read.
+  const uint64_t remainder_bits = uint64_t{n} * k;
+  if (remainder_bits >= avail) return truncated(0);
+  const size_t avail_words = run.payload_words();
+  uint64_t unary_pos = remainder_bits;
+  size_t word = unary_pos >> 6;
+  uint64_t ones = w[word] & (~uint64_t{0} << (unary_pos & 63));
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    while (ones == 0) {
+      if (++word >= avail_words) return truncated(i);
+      ones = w[word];
+    }
+    const uint64_t one = (uint64_t{word} << 6) + absl::countr_zero(ones);
+    ones &= ones - 1;
+    const uint64_t q = one - unary_pos;
+    unary_pos = one + 1;
+    // d >= q << k must stay below u: also keeps the shift from overflowing.
+    if (q > (u >> k)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("fingerprint run code %d leaves universe %d", i, u));
+    }
+    const uint64_t r = Peek64(w, uint64_t{i} * k) & mask;  // i * k < avail
+    const uint64_t f = next + ((q << k) | r);
+    if (f >= u) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "fingerprint run code %d: fingerprint %d outside universe %d", i, f,
+          u));
+    }
+    next = f + 1;
+  }
+  const uint64_t pos = unary_pos;
+  if ((pos + 7) / 8 != payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run has %d payload bytes, its %d codes use %d",
+        payload_bytes, n, (pos + 7) / 8));
+  }
+  if (pos % 8 != 0 && (Peek64(w, pos) & ((uint64_t{1} << (8 - pos % 8)) - 1))) {
+    return absl::InvalidArgumentError(
+        "fingerprint run padding bits are not zero");
+  }
+  run.payload_bits_ = static_cast<uint32_t>(pos);
+  run.BuildSkipIndex();
+  return run;
+}
+
+void FingerprintRun::BuildSkipIndex() {
+  if (skip_stride_ == 0 || count_ == 0) return;
+  uint64_t* entries = words_.get() + payload_words() + 1;
+  RunDecoder dec(words_.get(), rice_k_);
+  dec.Seek(0, uint64_t{count_} * rice_k_);
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < count_; ++i) {
+    const uint64_t f = next + dec.NextGap();
+    if (i % skip_stride_ == 0) {
+      entries[i / skip_stride_] = f << 32 | dec.unary_pos();
+    }
+    next = f + 1;
+  }
+}
+
+size_t FingerprintRun::heap_bytes() const {
+  return words_ ? (payload_words() + 1 + skip_entries()) * sizeof(uint64_t) : 0;
+}
+
+bool FingerprintRun::ContainsFingerprint(uint32_t fp) const {
+  if (count_ == 0) return false;
+  RunDecoder dec(words_.get(), rice_k_);
+  uint64_t next = 0;
+  uint32_t remaining = count_;
+  uint32_t index = 0;
+  uint64_t unary_pos = uint64_t{count_} * rice_k_;
+  if (skip_stride_ != 0) {
+    // Last entry whose fingerprint is <= fp, then at most stride - 1 codes.
+    const uint64_t* e = skip();
+    const size_t entries = skip_entries();
+    const uint64_t* it = std::upper_bound(
+        e, e + entries, uint64_t{fp} << 32 | uint64_t{0xffffffff});
+    if (it == e) return false;
+    const uint64_t start = it[-1] >> 32;
+    if (start == fp) return true;
+    const size_t j = static_cast<size_t>(it - 1 - e);
+    index = static_cast<uint32_t>(j * skip_stride_ + 1);
+    unary_pos = it[-1] & 0xffffffff;
+    next = start + 1;
+    remaining = std::min<uint32_t>(skip_stride_, count_ - j * skip_stride_) - 1;
+  }
+  dec.Seek(index, unary_pos);
+  for (; remaining > 0; --remaining) {
+    const uint64_t f = next + dec.NextGap();
+    if (f >= fp) return f == fp;
+    next = f + 1;
+  }
+  return false;
+}
+
+// The merge: the run's cursor (cur = f_idx, decoder at code idx + 1)
+// only moves forward; the skip index, when present, lets it jump over whole
+// strides that lie below the next candidate.
+template <typename FpAt, typename OnHit>
+void FingerprintRun::MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const {
+  if (count_ == 0 || m == 0) return;
+  RunDecoder dec(words_.get(), rice_k_);
+  dec.Seek(0, uint64_t{count_} * rice_k_);
+  uint64_t cur = dec.NextGap();
+  uint32_t idx = 0;
+  const uint64_t* e = skip();
+  const size_t entries = skip_entries();
+  const int stride_log2 =
+      skip_stride_ == 0 ? 0 : absl::countr_zero(skip_stride_);
+  for (size_t i = 0; i < m; ++i) {
+    const uint64_t x = fp_at(i);
+    if (x > cur) {
+      if (entries != 0) {
+        size_t j = idx >> stride_log2;
+        const size_t j0 = j;
+        while (j + 1 < entries && (e[j + 1] >> 32) <= x) ++j;
+        if (j != j0) {
+          cur = e[j] >> 32;
+          idx = static_cast<uint32_t>(j << stride_log2);
+          dec.Seek(idx + 1, e[j] & 0xffffffff);
+        }
+      }
+      while (cur < x) {
+        if (idx + 1 == count_) return;  // every later candidate is larger
+        cur += 1 + dec.NextGap();
+        ++idx;
+      }
+    }
+    if (cur == x) on_hit(i);
+  }
+}
+
+void FingerprintRun::ContainsSorted(absl::Span<const uint32_t> sorted_fps,
+                                    uint8_t* member) const {
+  std::fill(member, member + sorted_fps.size(), uint8_t{0});
+  MergeWalk(
+      sorted_fps.size(), [&](size_t i) { return uint64_t{sorted_fps[i]}; },
+      [&](size_t i) { member[i] = 1; });
+}
+
+void FingerprintRun::RemoveContainedSorted(
+    absl::Span<const uint64_t> sorted_keys, uint8_t* keep) const {
+  const int b = precision_;
+  const uint64_t u = universe_;
+  MergeWalk(
+      sorted_keys.size(),
+      [&](size_t i) { return uint64_t{Fingerprint(sorted_keys[i], b, u)}; },
+      [&](size_t i) { keep[static_cast<uint32_t>(sorted_keys[i])] = 0; });
+}
+
+std::vector<uint32_t> FingerprintRun::Fingerprints() const {
+  std::vector<uint32_t> out;
+  out.reserve(count_);
+  if (count_ == 0) return out;
+  RunDecoder dec(words_.get(), rice_k_);
+  dec.Seek(0, uint64_t{count_} * rice_k_);
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < count_; ++i) {
+    const uint64_t f = next + dec.NextGap();
+    out.push_back(static_cast<uint32_t>(f));
+    next = f + 1;
+  }
+  return out;
+}
+
+absl::StatusOr<FingerprintRun> FingerprintRun::Retruncate(
+    uint64_t u2, Options options) const {
+  if (u2 < 2 || u2 > universe_ || universe_ % u2 != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot retruncate universe %d to %d: not a divisor >= 2", universe_,
+        u2));
+  }
+  const uint64_t factor = universe_ / u2;
+  std::vector<uint32_t> fps = Fingerprints();
+  // Division by a constant is monotone: the result is sorted already.
+  for (uint32_t& f : fps) f = static_cast<uint32_t>(f / factor);
+  fps.erase(std::unique(fps.begin(), fps.end()), fps.end());
+  return Encode(fps, precision_, u2, options);
+}
+
+absl::StatusOr<FingerprintRun> FingerprintRun::Merge(const FingerprintRun& a,
+                                                     const FingerprintRun& b,
+                                                     Options options) {
+  if (a.precision_ != b.precision_ || a.universe_ != b.universe_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot merge fingerprint runs of (b=%d, U=%d) and (b=%d, U=%d)",
+        a.precision_, a.universe_, b.precision_, b.universe_));
+  }
+  const std::vector<uint32_t> fa = a.Fingerprints();
+  const std::vector<uint32_t> fb = b.Fingerprints();
+  std::vector<uint32_t> all;
+  all.reserve(fa.size() + fb.size());
+  std::set_union(fa.begin(), fa.end(), fb.begin(), fb.end(),
+                 std::back_inserter(all));
+  return Encode(all, a.precision_, a.universe_, options);
+}
+
+std::string FingerprintRun::Serialize() const {
+  std::string out(kHeaderBytes + encoded_bytes(), '\0');
+  auto* p = reinterpret_cast<unsigned char*>(out.data());
+  p[0] = precision_;
+  p[1] = rice_k_;
+  const uint32_t u_minus_1 = static_cast<uint32_t>(universe_ - 1);
+  for (int i = 0; i < 4; ++i) {
+    p[2 + i] = static_cast<unsigned char>(count_ >> (8 * i));
+    p[6 + i] = static_cast<unsigned char>(u_minus_1 >> (8 * i));
+  }
+  for (size_t i = 0; i < encoded_bytes(); ++i) {
+    p[kHeaderBytes + i] =
+        static_cast<unsigned char>(words_[i / 8] >> (8 * (i % 8)));
+  }
+  return out;
+}
+
+bool operator==(const FingerprintRun& a, const FingerprintRun& b) {
+  return a.precision_ == b.precision_ && a.universe_ == b.universe_ &&
+         a.count_ == b.count_ && a.rice_k_ == b.rice_k_ &&
+         a.payload_bits_ == b.payload_bits_ &&
+         (a.count_ == 0 ||
+          std::memcmp(a.words_.get(), b.words_.get(),
+                      a.payload_words() * sizeof(uint64_t)) == 0);
+}
+
+}  // namespace exposure_filter
