@@ -14,7 +14,8 @@ import os
 
 os.environ.setdefault("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "100")
 
-import unittest  # pylint: disable=wrong-import-position
+import time  # pylint: disable=wrong-import-position
+import unittest
 
 import grpc
 
@@ -39,6 +40,7 @@ def length_delimited(number, value):
 class UndecodableRequestTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        cls.started = time.monotonic()
         cls.server = harness.ServerProcess().start()
         try:
             cls.channel = cls.server.channel()
@@ -106,6 +108,14 @@ class UndecodableRequestTest(unittest.TestCase):
                 "%s: not a valid protobuf message: %s%s: invalid UTF-8 in a "
                 "string field" % (m.input_type.full_name, f.name, index))
         self.assertEqual(tried, 8)
+        # libprotobuf's own line for each of them reaches the log at most
+        # once per 10 s (src/server/protobuf_log.h), not once per request.
+        utf8_lines = [l for l in self.server.log().splitlines()
+                      if "invalid UTF-8 data" in l]
+        self.assertGreaterEqual(len(utf8_lines), 1)
+        elapsed_s = time.monotonic() - self.started
+        self.assertLessEqual(len(utf8_lines), 1 + int(elapsed_s // 10))
+        self.assertIn("event=protobuf_log", utf8_lines[0])
 
     def test_a_batch_with_one_bad_key_records_nothing(self):
         # Exposure{user_id: "u1", item_ids: [7]} (one unpacked fixed64).
