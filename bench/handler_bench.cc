@@ -100,21 +100,19 @@ void BM_FilterRecalledParseReceived(benchmark::State& state) {
     slices.emplace_back(wire.data() + at, std::min(kFrame, wire.size() - at));
   }
   const grpc::ByteBuffer received(slices.data(), slices.size());
-  ArenaMessageAllocator<v1::FilterRecalledRequest,
-                        v1::FilterRecalledResponse>
+  ArenaMessageAllocator<v1::FilterRecalledRequest, v1::FilterRecalledResponse>
       allocator(&ReserveCandidateIds<v1::FilterRecalledRequest>);
   const bool service_parser = state.range(0) == 1;
   for (auto _ : state) {
     grpc::ByteBuffer bytes(received);  // shares the slices, copies nothing
-    grpc::MessageHolder<v1::FilterRecalledRequest,
-                        v1::FilterRecalledResponse>* messages =
-        allocator.AllocateMessages();
+    grpc::MessageHolder<v1::FilterRecalledRequest, v1::FilterRecalledResponse>*
+        messages = allocator.AllocateMessages();
     const bool ok =
         service_parser
             ? ParseRequest(&bytes, messages->request()).ok()
-            : grpc::SerializationTraits<v1::FilterRecalledRequest>::
-                  Deserialize(&bytes, messages->request())
-                      .ok();
+            : grpc::SerializationTraits<v1::FilterRecalledRequest>::Deserialize(
+                  &bytes, messages->request())
+                  .ok();
     benchmark::DoNotOptimize(ok);
     messages->Release();
   }
