@@ -3,9 +3,13 @@
 // ManualClock, small request limits, a traced user) built afresh for every
 // input so a crash reproduces from its input alone, plus the checks every
 // answer must pass. The harness feeds the fuzz bytes as the serialized
-// request of its RPC, exactly what gRPC would hand the handler.
+// request of its RPC, parsed by the service's own parser (request_parser.h)
+// from a multi-slice ByteBuffer, as the service gets it from gRPC.
 //
 // Checks (a failed one traps, so libFuzzer reports it as a crash):
+//   - bytes that are not a valid request are refused exactly when protobuf
+//     refuses them, with INVALID_ARGUMENT naming the request type (what a
+//     client of the real server gets, issue 17);
 //   - the status is OK, INVALID_ARGUMENT whose message starts with a field
 //     path ("exposures[3].item_keys[0]: ..."), or RESOURCE_EXHAUSTED;
 //   - a rejected request changed nothing (users and bytes as before);
@@ -15,6 +19,9 @@
 //     that user (no false negatives).
 #ifndef EXPOSURE_FILTER_FUZZ_RPC_FUZZ_FIXTURE_H_
 #define EXPOSURE_FILTER_FUZZ_RPC_FUZZ_FIXTURE_H_
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -26,10 +33,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "exposure/v1/exposure_filter.pb.h"
 #include "src/server/exposure_filter_handlers.h"
+#include "src/server/request_parser.h"
 #include "src/server/server_config.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
@@ -212,11 +221,24 @@ inline void CheckStatus(const absl::Status& s) {
   }
 }
 
-// Runs one RPC on the fuzz bytes as its serialized request: parses (inputs
-// that are not a valid message return -1, which keeps them out of the
-// corpus, as gRPC would reject them before the handler), calls the handler,
-// checks the status and the accounting, and returns the fixture, request,
-// response and status for RPC-specific checks.
+// The fuzz bytes as gRPC hands them to the service: a ByteBuffer, here of
+// three slices (cut at thirds) so the parse also crosses slice boundaries.
+inline grpc::ByteBuffer AsReceived(const uint8_t* data, size_t size) {
+  const size_t cuts[] = {0, size / 3, 2 * size / 3, size};
+  std::vector<grpc::Slice> slices;
+  for (int i = 0; i < 3; ++i) {
+    slices.emplace_back(data + cuts[i], cuts[i + 1] - cuts[i]);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// Runs one RPC on the fuzz bytes as its serialized request: parses them with
+// the service's own parser (request_parser.h), calls the handler, checks the
+// status and the accounting, and returns the fixture, request, response and
+// status for RPC-specific checks. Bytes that are not a valid request must be
+// refused exactly when protobuf refuses them, with INVALID_ARGUMENT naming
+// the request type; ParseAndRun then returns false (the harness returns 0,
+// so such inputs stay in the corpus and the error path is explored too).
 template <typename Req, typename Resp>
 struct RpcRun {
   RpcFuzzFixture fixture;
@@ -230,7 +252,19 @@ template <typename Req, typename Resp>
 bool ParseAndRun(const uint8_t* data, size_t size,
                  absl::Status (ExposureFilterHandlers::*rpc)(const Req&, Resp*),
                  RpcRun<Req, Resp>* run) {
-  if (!run->req.ParseFromArray(data, static_cast<int>(size))) return false;
+  grpc::ByteBuffer received = AsReceived(data, size);
+  const absl::Status parsed = ParseRequest(&received, &run->req);
+  Req flat;
+  Require(parsed.ok() == flat.ParseFromArray(data, static_cast<int>(size)),
+          "the edge parses exactly what protobuf parses");
+  if (!parsed.ok()) {
+    Require(parsed.code() == absl::StatusCode::kInvalidArgument &&
+                absl::StartsWith(parsed.message(),
+                                 Req::descriptor()->full_name() +
+                                     ": not a valid protobuf message"),
+            "an undecodable request is INVALID_ARGUMENT naming its type");
+    return false;
+  }
   run->usage_before = run->fixture.CheckedUsage();
   run->status = (run->fixture.handlers().*rpc)(run->req, &run->resp);
   CheckStatus(run->status);

@@ -36,12 +36,15 @@ fi
 
 # --- Base images -------------------------------------------------------------
 if ! podman image exists "$base" || ! podman image exists "$runtime"; then
-  maker=""
-  for m in "${EF_MAKE_BASE_IMAGE:-}" "$repo/../shared/tools/make-base-image.sh" \
-           /work/shared/tools/make-base-image.sh; do
-    if [[ -n "$m" && -f "$m" ]]; then maker=$m; break; fi
-  done
-  [[ -n "$maker" ]] || fail "no make-base-image.sh (expected ../shared/tools/ beside the repo; or set EF_MAKE_BASE_IMAGE)"
+  # Only the variable or the path relative to this checkout: no machine's
+  # absolute path, so a checkout elsewhere fails here with what to set.
+  if [[ -n "${EF_MAKE_BASE_IMAGE:-}" ]]; then
+    maker=$EF_MAKE_BASE_IMAGE
+    [[ -f "$maker" ]] || fail "EF_MAKE_BASE_IMAGE=$maker: no such file"
+  else
+    maker="$(cd "$repo/.." && pwd)/shared/tools/make-base-image.sh"
+    [[ -f "$maker" ]] || fail "no $maker (shared/tools/ beside the checkout); set EF_MAKE_BASE_IMAGE=/path/to/make-base-image.sh"
+  fi
   say "building the Debian base images with $maker (debootstrap, several minutes)"
   bash "$maker" --slim
 fi

@@ -9,9 +9,11 @@
 // already mapped and likely in cache (a fresh 64 KB+ block per call costs
 // page faults and, when glibc trims it again, an madvise per call).
 //
-// Registered per method with the generated
-// `SetMessageAllocatorFor_<Method>()`; the service and the transport-ceiling
-// server (bench/) both use it so their per-RPC costs stay comparable.
+// The service takes messages from it for the hot RPCs and parses the
+// received bytes into them itself (request_parser.h); the transport-ceiling
+// server (bench/) registers it with the generated
+// `SetMessageAllocatorFor_<Method>()`, so both parse into the same pooled
+// arenas and their per-RPC costs stay comparable.
 #ifndef EXPOSURE_FILTER_SRC_SERVER_ARENA_MESSAGE_ALLOCATOR_H_
 #define EXPOSURE_FILTER_SRC_SERVER_ARENA_MESSAGE_ALLOCATOR_H_
 

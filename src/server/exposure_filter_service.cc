@@ -6,9 +6,12 @@
 
 #include "exposure_filter/owner_hint.h"
 #include "src/server/log_rate_limiter.h"
+#include "src/server/request_parser.h"
 
 namespace exposure_filter {
 namespace {
+
+namespace v1 = exposure::v1;
 
 // absl and gRPC share the canonical status code numbering (0..16).
 grpc::Status ToGrpcStatus(const absl::Status& s) {
@@ -53,15 +56,6 @@ void AddOwnerHint(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   }
 }
 
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* ctx,
-                                 const char* method, const absl::Status& s) {
-  LogError(method, s);
-  AddOwnerHint(ctx, s);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(s));
-  return reactor;
-}
-
 // Holds an admitted RPC's place at the gate until gRPC is done with the call
 // (response sent or call cancelled), so the limit also covers responses
 // waiting on slow readers.
@@ -89,103 +83,172 @@ void LogShed(const char* method, const absl::Status& s) {
   }
 }
 
+// The cold RPCs parse into messages on the stack (no pool to keep warm).
+template <typename Req, typename Resp>
+ArenaMessageAllocator<Req, Resp>* NoAllocator() {
+  return nullptr;
+}
+
+// Parses `wire_req` into `req`, runs `handler` and serializes `resp` into
+// `wire_resp`: the whole of an RPC between the bytes in and the bytes out.
+template <typename Req, typename Resp, typename Handler>
+absl::Status ParseHandleSerialize(grpc::ByteBuffer* wire_req,
+                                  grpc::ByteBuffer* wire_resp, Req* req,
+                                  Resp* resp, Handler& handler) {
+  if (absl::Status s = ParseRequest(wire_req, req); !s.ok()) return s;
+  const absl::Status s = handler(*req, resp);
+  if (!s.ok()) return s;
+  return SerializeResponse(*resp, wire_resp);
+}
+
 }  // namespace
 
-template <typename Handler>
-grpc::ServerUnaryReactor* ExposureFilterService::Admitted(
-    grpc::CallbackServerContext* ctx, const char* method, size_t request_bytes,
-    Handler&& handler) {
-  if (gate_ == nullptr) return Finish(ctx, method, handler());
-  if (absl::Status admit = gate_->Admit(request_bytes); !admit.ok()) {
-    LogShed(method, admit);
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(admit));
-    return reactor;
+template <typename Req, typename Resp, typename Handler>
+grpc::ServerUnaryReactor* ExposureFilterService::Serve(
+    Context* ctx, const char* method, Gate gate, const Bytes* req, Bytes* resp,
+    ArenaMessageAllocator<Req, Resp>* allocator, Handler&& handler) {
+  // Admitted by the size received, before any parsing: under overload the
+  // shed call costs no parse, and the limit covers the parsed copy too.
+  const uint64_t request_bytes = req->Length();
+  const bool gated = gate == Gate::kAdmit && gate_ != nullptr;
+  if (gated) {
+    if (absl::Status admit = gate_->Admit(request_bytes); !admit.ok()) {
+      LogShed(method, admit);
+      Reactor* reactor = ctx->DefaultReactor();
+      reactor->Finish(ToGrpcStatus(admit));
+      return reactor;
+    }
   }
-  const absl::Status s = handler();
+  // gRPC owns the request bytes and hands them over as const; the parse
+  // releases their slices as gRPC's own deserializer would.
+  Bytes* wire_req = const_cast<Bytes*>(req);
+  absl::Status s;
+  if (allocator != nullptr) {
+    grpc::MessageHolder<Req, Resp>* messages = allocator->AllocateMessages();
+    s = ParseHandleSerialize(wire_req, resp, messages->request(),
+                             messages->response(), handler);
+    messages->Release();  // the response is bytes in `resp` by now
+  } else {
+    Req request;
+    Resp response;
+    s = ParseHandleSerialize(wire_req, resp, &request, &response, handler);
+  }
   LogError(method, s);
   AddOwnerHint(ctx, s);
-  auto* reactor = new AdmittedReactor(gate_, request_bytes);
+  Reactor* reactor =
+      gated ? new AdmittedReactor(gate_, request_bytes) : ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::RecordExposure(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::RecordExposureRequest* req,
-    exposure::v1::RecordExposureResponse* resp) {
-  return Admitted(ctx, "RecordExposure", req->ByteSizeLong(),
-                  [&] { return handlers_->RecordExposure(*req, resp); });
+    Context* ctx, const Bytes* req, Bytes* resp) {
+  return Serve(ctx, "RecordExposure", Gate::kAdmit, req, resp,
+               &record_allocator_,
+               [this](const v1::RecordExposureRequest& r,
+                      v1::RecordExposureResponse* out) {
+                 return handlers_->RecordExposure(r, out);
+               });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::FilterRecalled(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::FilterRecalledRequest* req,
-    exposure::v1::FilterRecalledResponse* resp) {
-  return Admitted(ctx, "FilterRecalled", req->ByteSizeLong(),
-                  [&] { return handlers_->FilterRecalled(*req, resp); });
+    Context* ctx, const Bytes* req, Bytes* resp) {
+  return Serve(ctx, "FilterRecalled", Gate::kAdmit, req, resp,
+               &filter_allocator_,
+               [this](const v1::FilterRecalledRequest& r,
+                      v1::FilterRecalledResponse* out) {
+                 return handlers_->FilterRecalled(r, out);
+               });
 }
 
-grpc::ServerUnaryReactor* ExposureFilterService::GetFilter(
-    grpc::CallbackServerContext* ctx, const exposure::v1::GetFilterRequest* req,
-    exposure::v1::GetFilterResponse* resp) {
-  return Admitted(ctx, "GetFilter", req->ByteSizeLong(),
-                  [&] { return handlers_->GetFilter(*req, resp); });
+grpc::ServerUnaryReactor* ExposureFilterService::GetFilter(Context* ctx,
+                                                           const Bytes* req,
+                                                           Bytes* resp) {
+  return Serve(
+      ctx, "GetFilter", Gate::kAdmit, req, resp, &get_filter_allocator_,
+      [this](const v1::GetFilterRequest& r, v1::GetFilterResponse* out) {
+        return handlers_->GetFilter(r, out);
+      });
 }
 
-grpc::ServerUnaryReactor* ExposureFilterService::GetUserStats(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::GetUserStatsRequest* req,
-    exposure::v1::GetUserStatsResponse* resp) {
-  return Admitted(ctx, "GetUserStats", req->ByteSizeLong(),
-                  [&] { return handlers_->GetUserStats(*req, resp); });
+grpc::ServerUnaryReactor* ExposureFilterService::GetUserStats(Context* ctx,
+                                                              const Bytes* req,
+                                                              Bytes* resp) {
+  return Serve(
+      ctx, "GetUserStats", Gate::kAdmit, req, resp,
+      NoAllocator<v1::GetUserStatsRequest, v1::GetUserStatsResponse>(),
+      [this](const v1::GetUserStatsRequest& r, v1::GetUserStatsResponse* out) {
+        return handlers_->GetUserStats(r, out);
+      });
 }
 
-grpc::ServerUnaryReactor* ExposureFilterService::DeleteUser(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::DeleteUserRequest* req,
-    exposure::v1::DeleteUserResponse* resp) {
-  return Admitted(ctx, "DeleteUser", req->ByteSizeLong(),
-                  [&] { return handlers_->DeleteUser(*req, resp); });
+grpc::ServerUnaryReactor* ExposureFilterService::DeleteUser(Context* ctx,
+                                                            const Bytes* req,
+                                                            Bytes* resp) {
+  return Serve(
+      ctx, "DeleteUser", Gate::kAdmit, req, resp,
+      NoAllocator<v1::DeleteUserRequest, v1::DeleteUserResponse>(),
+      [this](const v1::DeleteUserRequest& r, v1::DeleteUserResponse* out) {
+        return handlers_->DeleteUser(r, out);
+      });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::GetServerStats(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::GetServerStatsRequest* req,
-    exposure::v1::GetServerStatsResponse* resp) {
-  const absl::Status s = handlers_->GetServerStats(*req, resp);
-  if (s.ok() && gate_ != nullptr) {
-    resp->set_rpcs_shed(gate_->shed_by_rpcs() + gate_->shed_by_bytes());
-  }
-  return Finish(ctx, "GetServerStats", s);
+    Context* ctx, const Bytes* req, Bytes* resp) {
+  return Serve(
+      ctx, "GetServerStats", Gate::kBypass, req, resp,
+      NoAllocator<v1::GetServerStatsRequest, v1::GetServerStatsResponse>(),
+      [this](const v1::GetServerStatsRequest& r,
+             v1::GetServerStatsResponse* out) {
+        const absl::Status s = handlers_->GetServerStats(r, out);
+        if (s.ok() && gate_ != nullptr) {
+          out->set_rpcs_shed(gate_->shed_by_rpcs() + gate_->shed_by_bytes());
+        }
+        return s;
+      });
 }
 
-grpc::ServerUnaryReactor* ExposureFilterService::Explain(
-    grpc::CallbackServerContext* ctx, const exposure::v1::ExplainRequest* req,
-    exposure::v1::ExplainResponse* resp) {
-  return Admitted(ctx, "Explain", req->ByteSizeLong(),
-                  [&] { return handlers_->Explain(*req, resp); });
+grpc::ServerUnaryReactor* ExposureFilterService::Explain(Context* ctx,
+                                                         const Bytes* req,
+                                                         Bytes* resp) {
+  return Serve(ctx, "Explain", Gate::kAdmit, req, resp,
+               NoAllocator<v1::ExplainRequest, v1::ExplainResponse>(),
+               [this](const v1::ExplainRequest& r, v1::ExplainResponse* out) {
+                 return handlers_->Explain(r, out);
+               });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::AddTracedUsers(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::AddTracedUsersRequest* req,
-    exposure::v1::AddTracedUsersResponse* resp) {
-  return Finish(ctx, "AddTracedUsers", handlers_->AddTracedUsers(*req, resp));
+    Context* ctx, const Bytes* req, Bytes* resp) {
+  return Serve(
+      ctx, "AddTracedUsers", Gate::kBypass, req, resp,
+      NoAllocator<v1::AddTracedUsersRequest, v1::AddTracedUsersResponse>(),
+      [this](const v1::AddTracedUsersRequest& r,
+             v1::AddTracedUsersResponse* out) {
+        return handlers_->AddTracedUsers(r, out);
+      });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::RemoveTracedUsers(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::RemoveTracedUsersRequest* req,
-    exposure::v1::RemoveTracedUsersResponse* resp) {
-  return Finish(ctx, "RemoveTracedUsers", handlers_->RemoveTracedUsers(*req, resp));
+    Context* ctx, const Bytes* req, Bytes* resp) {
+  return Serve(ctx, "RemoveTracedUsers", Gate::kBypass, req, resp,
+               NoAllocator<v1::RemoveTracedUsersRequest,
+                           v1::RemoveTracedUsersResponse>(),
+               [this](const v1::RemoveTracedUsersRequest& r,
+                      v1::RemoveTracedUsersResponse* out) {
+                 return handlers_->RemoveTracedUsers(r, out);
+               });
 }
 
 grpc::ServerUnaryReactor* ExposureFilterService::ListTracedUsers(
-    grpc::CallbackServerContext* ctx,
-    const exposure::v1::ListTracedUsersRequest* req,
-    exposure::v1::ListTracedUsersResponse* resp) {
-  return Finish(ctx, "ListTracedUsers", handlers_->ListTracedUsers(*req, resp));
+    Context* ctx, const Bytes* req, Bytes* resp) {
+  return Serve(
+      ctx, "ListTracedUsers", Gate::kBypass, req, resp,
+      NoAllocator<v1::ListTracedUsersRequest, v1::ListTracedUsersResponse>(),
+      [this](const v1::ListTracedUsersRequest& r,
+             v1::ListTracedUsersResponse* out) {
+        return handlers_->ListTracedUsers(r, out);
+      });
 }
 
 }  // namespace exposure_filter

@@ -1,8 +1,18 @@
 // ExposureFilterService: the gRPC callback-API edge of ExposureFilterHandlers.
 // Handlers never block (they take only short shard locks), so they run inline
 // on gRPC's threads and finish their reactor before returning.
+//
+// Every method is registered "raw" (the request and response as bytes) and
+// parsed here (request_parser.h): gRPC's generated handlers answer a request
+// that does not parse with UNIMPLEMENTED and no message, which tells a client
+// that sent, say, a non-UTF-8 item key that the method does not exist. Here
+// it gets INVALID_ARGUMENT naming the request type and the defect. The parse
+// is the one gRPC would do (zero-copy over the received slices, into the
+// same pooled arenas for the hot RPCs), so the hot path costs the same.
 #ifndef EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_
 #define EXPOSURE_FILTER_SRC_SERVER_EXPOSURE_FILTER_SERVICE_H_
+
+#include <grpcpp/support/byte_buffer.h>
 
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "src/server/admission_gate.h"
@@ -11,69 +21,92 @@
 
 namespace exposure_filter {
 
+namespace service_internal {
+
+// Base with each Mixin applied in turn: Mixins<...<Base>>, the first
+// outermost (as the generated CallbackService typedef nests its mixins).
+template <typename Base, template <typename> class... Mixins>
+struct Mixed {
+  using type = Base;
+};
+template <typename Base, template <typename> class First,
+          template <typename> class... Rest>
+struct Mixed<Base, First, Rest...> {
+  using type = First<typename Mixed<Base, Rest...>::type>;
+};
+
+using Api = exposure::v1::ExposureFilter;
+
+// exposure.v1.ExposureFilter with every method taking raw bytes. A method
+// missing here would stay a synchronous one answering UNIMPLEMENTED;
+// tests/server/undecodable_request_test.cc calls every method the proto
+// declares and would fail.
+using RawExposureFilterService =
+    Mixed<Api::Service, Api::WithRawCallbackMethod_RecordExposure,
+          Api::WithRawCallbackMethod_FilterRecalled,
+          Api::WithRawCallbackMethod_GetFilter,
+          Api::WithRawCallbackMethod_GetUserStats,
+          Api::WithRawCallbackMethod_DeleteUser,
+          Api::WithRawCallbackMethod_GetServerStats,
+          Api::WithRawCallbackMethod_Explain,
+          Api::WithRawCallbackMethod_AddTracedUsers,
+          Api::WithRawCallbackMethod_RemoveTracedUsers,
+          Api::WithRawCallbackMethod_ListTracedUsers>::type;
+
+}  // namespace service_internal
+
 class ExposureFilterService final
-    : public exposure::v1::ExposureFilter::CallbackService {
+    : public service_internal::RawExposureFilterService {
  public:
   // `gate` (overload protection, issue 8) may be null: nothing is shed.
-  // Data-plane RPCs pass it before their handler runs; GetServerStats and
-  // the traced-user administration do not.
+  // Data-plane RPCs pass it before their request is parsed; GetServerStats
+  // and the traced-user administration do not.
   explicit ExposureFilterService(ExposureFilterHandlers* handlers,
                                  AdmissionGate* gate = nullptr)
-      : handlers_(handlers), gate_(gate) {
-    // The hot RPCs parse into a per-call arena (arena_message_allocator.h).
-    SetMessageAllocatorFor_RecordExposure(&record_allocator_);
-    SetMessageAllocatorFor_FilterRecalled(&filter_allocator_);
-    SetMessageAllocatorFor_GetFilter(&get_filter_allocator_);
-  }
+      : handlers_(handlers), gate_(gate) {}
 
-  grpc::ServerUnaryReactor* RecordExposure(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::RecordExposureRequest* req,
-      exposure::v1::RecordExposureResponse* resp) override;
-  grpc::ServerUnaryReactor* FilterRecalled(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::FilterRecalledRequest* req,
-      exposure::v1::FilterRecalledResponse* resp) override;
-  grpc::ServerUnaryReactor* GetFilter(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::GetFilterRequest* req,
-      exposure::v1::GetFilterResponse* resp) override;
-  grpc::ServerUnaryReactor* GetUserStats(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::GetUserStatsRequest* req,
-      exposure::v1::GetUserStatsResponse* resp) override;
-  grpc::ServerUnaryReactor* DeleteUser(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::DeleteUserRequest* req,
-      exposure::v1::DeleteUserResponse* resp) override;
-  grpc::ServerUnaryReactor* GetServerStats(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::GetServerStatsRequest* req,
-      exposure::v1::GetServerStatsResponse* resp) override;
+  // The generated synchronous overloads stay visible (and unused: every
+  // method is raw), so declaring the raw ones below hides nothing.
+  using service_internal::RawExposureFilterService::AddTracedUsers;
+  using service_internal::RawExposureFilterService::DeleteUser;
+  using service_internal::RawExposureFilterService::Explain;
+  using service_internal::RawExposureFilterService::FilterRecalled;
+  using service_internal::RawExposureFilterService::GetFilter;
+  using service_internal::RawExposureFilterService::GetServerStats;
+  using service_internal::RawExposureFilterService::GetUserStats;
+  using service_internal::RawExposureFilterService::ListTracedUsers;
+  using service_internal::RawExposureFilterService::RecordExposure;
+  using service_internal::RawExposureFilterService::RemoveTracedUsers;
+
+  using Reactor = grpc::ServerUnaryReactor;
+  using Context = grpc::CallbackServerContext;
+  using Bytes = grpc::ByteBuffer;
+
+  Reactor* RecordExposure(Context* ctx, const Bytes* req, Bytes* resp) override;
+  Reactor* FilterRecalled(Context* ctx, const Bytes* req, Bytes* resp) override;
+  Reactor* GetFilter(Context* ctx, const Bytes* req, Bytes* resp) override;
+  Reactor* GetUserStats(Context* ctx, const Bytes* req, Bytes* resp) override;
+  Reactor* DeleteUser(Context* ctx, const Bytes* req, Bytes* resp) override;
+  Reactor* GetServerStats(Context* ctx, const Bytes* req, Bytes* resp) override;
   // Debugging (issue 6).
-  grpc::ServerUnaryReactor* Explain(
-      grpc::CallbackServerContext* ctx, const exposure::v1::ExplainRequest* req,
-      exposure::v1::ExplainResponse* resp) override;
-  grpc::ServerUnaryReactor* AddTracedUsers(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::AddTracedUsersRequest* req,
-      exposure::v1::AddTracedUsersResponse* resp) override;
-  grpc::ServerUnaryReactor* RemoveTracedUsers(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::RemoveTracedUsersRequest* req,
-      exposure::v1::RemoveTracedUsersResponse* resp) override;
-  grpc::ServerUnaryReactor* ListTracedUsers(
-      grpc::CallbackServerContext* ctx,
-      const exposure::v1::ListTracedUsersRequest* req,
-      exposure::v1::ListTracedUsersResponse* resp) override;
+  Reactor* Explain(Context* ctx, const Bytes* req, Bytes* resp) override;
+  Reactor* AddTracedUsers(Context* ctx, const Bytes* req, Bytes* resp) override;
+  Reactor* RemoveTracedUsers(Context* ctx, const Bytes* req,
+                             Bytes* resp) override;
+  Reactor* ListTracedUsers(Context* ctx, const Bytes* req,
+                           Bytes* resp) override;
 
  private:
-  // Runs `handler` if the gate admits a request of `request_bytes`, and
-  // finishes the RPC with its status (or the gate's RESOURCE_EXHAUSTED).
-  template <typename Handler>
-  grpc::ServerUnaryReactor* Admitted(grpc::CallbackServerContext* ctx,
-                                     const char* method, size_t request_bytes,
-                                     Handler&& handler);
+  // Whether the RPC passes the admission gate (data plane) or not.
+  enum class Gate { kAdmit, kBypass };
+
+  // Admits (if gated) a request of its wire size, parses it into messages
+  // from `allocator` (stack messages if null), runs `handler`, serializes
+  // the response into `resp` and finishes the RPC with the status.
+  template <typename Req, typename Resp, typename Handler>
+  Reactor* Serve(Context* ctx, const char* method, Gate gate, const Bytes* req,
+                 Bytes* resp, ArenaMessageAllocator<Req, Resp>* allocator,
+                 Handler&& handler);
 
   ExposureFilterHandlers* const handlers_;
   ArenaMessageAllocator<exposure::v1::RecordExposureRequest,

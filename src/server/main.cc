@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "src/server/exposure_filter_server.h"
+#include "src/server/protobuf_log.h"
 #include "src/server/server_flags.h"
 
 int main(int argc, char** argv) {
@@ -59,6 +60,9 @@ int main(int argc, char** argv) {
   // ("event=shutdown_complete rpcs_ok=..."), so logs parse without regexes.
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ level=%l %v",
                       spdlog::pattern_time_type::utc);
+  // Requests that do not parse make libprotobuf log per request: rate-limit
+  // those lines like our own.
+  RouteProtobufLogsToSpdlog();
   absl::StatusOr<ServerConfig> config = ConfigFromFlags();
   if (!config.ok()) {
     std::fprintf(stderr, "exposure-filter-server: %s\n",
