@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "exposure_filter/partitioning.h"
+#include "src/cli/channel_credentials.h"
 
 namespace exposure_filter::cli {
 namespace {
@@ -24,7 +25,7 @@ const OptionSpec* FindOption(const CommandSpec& spec, absl::string_view name) {
 }  // namespace
 
 std::vector<OptionSpec> CommonOptions() {
-  return {
+  std::vector<OptionSpec> options = {
       {"address", "HOST:PORT",
        absl::StrCat("server address (default ", kDefaultAddress,
                     ", or $EXPOSURE_FILTER_ADDRESS)")},
@@ -34,6 +35,9 @@ std::vector<OptionSpec> CommonOptions() {
       {"json", "", "print the answer as JSON (proto3 JSON mapping)"},
       {"help", "", "show this help and exit"},
   };
+  // Issue 21: TLS and mutual TLS (channel_credentials.h).
+  for (OptionSpec& tls : TlsOptions()) options.push_back(std::move(tls));
+  return options;
 }
 
 absl::StatusOr<CliArgs> CliArgs::Parse(const CommandSpec& spec,

@@ -39,7 +39,8 @@ Command TraceAddCommand();
 Command TraceRemoveCommand();
 Command TraceListCommand();
 
-// A plaintext channel to args.address().
+// A channel to args.address(): plaintext, or TLS with --tls_ca
+// (channel_credentials.h).
 std::shared_ptr<grpc::Channel> MakeChannel(const CliArgs& args);
 // A context whose deadline is --deadline from now. The deadline was checked
 // by PrepareCall.

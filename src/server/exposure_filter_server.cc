@@ -9,6 +9,7 @@
 #include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
+#include "src/server/admin_audit_interceptor.h"
 #include "src/server/log_rate_limiter.h"
 #include "src/server/tls_credentials.h"
 #include "src/server/unowned_users.h"
@@ -68,6 +69,21 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
       ServerCredentialsFor(config.tls);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<ExposureFilterServer> s(new ExposureFilterServer(config));
+  // Authorization and audit (issue 21): a bad policy, or a policy without
+  // mutual TLS, is a startup error before any state.
+  s->audit_ =
+      std::make_unique<AdminAudit>(config.authorization.audit_hash_user_ids);
+  s->authorization_metrics_ =
+      std::make_shared<AuthorizationMetrics>(config.authorization.enabled());
+  if (config.authorization.enabled()) {
+    absl::StatusOr<std::shared_ptr<RpcAuthorizer>> authorizer =
+        RpcAuthorizer::Create(config.authorization, config.tls,
+                              s->authorization_metrics_.get(), s->audit_.get());
+    if (!authorizer.ok()) return authorizer.status();
+    s->authorizer_ = *std::move(authorizer);
+    (*credentials)->SetAuthMetadataProcessor(s->authorizer_);
+  }
+  LogAuthorizationMode(config.authorization, config.tls, s->authorizer_.get());
   absl::StatusOr<std::unique_ptr<SurfaceRegistry>> surfaces =
       SurfaceRegistry::Create(config.default_policy, config.surface_overrides,
                               config.max_surfaces);
@@ -145,6 +161,8 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(s->grpc_metrics_->NewInterceptorFactory());
+  interceptors.push_back(NewAdminAuditInterceptorFactory(
+      s->audit_.get(), s->authorizer_ ? &s->authorizer_->policy() : nullptr));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();

@@ -13,6 +13,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "src/server/admission_gate.h"
+#include "src/server/admin_audit.h"
+#include "src/server/authorization_metrics.h"
+#include "src/server/rpc_authorizer.h"
 #include "src/persist/store_durability.h"
 #include "src/server/admin_http_server.h"
 #include "src/server/durability_metrics.h"
@@ -63,7 +66,7 @@ class ExposureFilterServer {
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
     return {grpc_metrics_, metrics_, process_metrics_, durability_metrics_,
-            admission_, kafka_metrics_};
+            admission_, kafka_metrics_, authorization_metrics_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -109,6 +112,12 @@ class ExposureFilterServer {
   std::unique_ptr<KafkaExposureSink> kafka_sink_;
   std::unique_ptr<KafkaIngest> kafka_ingest_;
   std::unique_ptr<AdminHttpServer> admin_;
+  // Authorization and audit (issue 21); outlive server_, which points at
+  // them (auth metadata processor, interceptor). authorizer_ is null when
+  // authorization is off.
+  std::unique_ptr<AdminAudit> audit_;
+  std::shared_ptr<AuthorizationMetrics> authorization_metrics_;
+  std::shared_ptr<RpcAuthorizer> authorizer_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Notification stopping_;

@@ -13,6 +13,7 @@
 #include "src/cluster/replica_ownership.h"
 #include "src/filter/filter_policy.h"
 #include "src/server/admission_gate.h"
+#include "src/server/authorization_options.h"
 #include "src/ingest/kafka_ingest_options.h"
 #include "src/server/transport_tuning.h"
 #include "src/store/trace_log.h"
@@ -94,6 +95,9 @@ struct ServerConfig {
   absl::Duration shutdown_grace = absl::Seconds(10);
   // Issue 10 (TLS/mTLS): transport security of the serving port.
   TlsOptions tls;
+  // Issue 21: per-RPC authorization by client certificate identity (needs
+  // mutual TLS) and the audit of admin RPCs.
+  AuthorizationOptions authorization;
   // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
   TransportTuning transport;
   // Reliability (issue 8): overload protection.

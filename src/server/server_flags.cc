@@ -143,6 +143,16 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, tls_require_client_cert, true,
           "with --tls_client_ca: refuse clients that present no certificate "
           "(false: verify a certificate only if one is presented)");
+// --- Issue 21: authorization by client identity, audit of admin RPCs ------
+ABSL_FLAG(std::string, authz_policy, "",
+          "file granting roles (read, write, admin) to client certificate "
+          "identities, one \"<role>[,<role>] san:<name>|cn:<name>\" per line; "
+          "each RPC then needs its role (docs/operations.md#authorization). "
+          "Needs mutual TLS (--tls_client_ca). Empty: every client may call "
+          "every RPC");
+ABSL_FLAG(bool, audit_hash_user_ids, false,
+          "audit lines of admin RPCs write sha256 pseudonyms of user ids "
+          "instead of the ids");
 // --- Scale-out (issue 7): partition ownership -------------------------------
 ABSL_FLAG(int32_t, partitions, 0,
           "partitions of the Kafka exposure topic (P); users are owned by "
@@ -212,6 +222,8 @@ constexpr const char* kEnvFlags[] = {
     "snapshot_wal_bytes", "strict_recovery",
     // Issue 10: TLS / mutual TLS.
     "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert",
+    // Issue 21: authorization, audit.
+    "authz_policy", "audit_hash_user_ids",
     // Kafka ingest (issue 7).
     "kafka_brokers", "kafka_topic", "kafka_group", "kafka_format",
     "kafka_surface", "kafka_max_batch_messages", "kafka_max_batch_wait",
@@ -434,6 +446,11 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--tls_client_ca (mutual TLS) needs --tls_cert and --tls_key");
   }
+  // Issue 21: the policy is read, and checked against the TLS mode, at
+  // Start().
+  c.authorization.policy_file = absl::GetFlag(FLAGS_authz_policy);
+  c.authorization.audit_hash_user_ids =
+      absl::GetFlag(FLAGS_audit_hash_user_ids);
   if (absl::Status s = ClusterFromFlags(&c.cluster); !s.ok()) return s;
   // Kafka ingest (issue 7).
   c.kafka.brokers = absl::GetFlag(FLAGS_kafka_brokers);

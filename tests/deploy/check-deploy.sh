@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Renders deploy/ with `kubectl kustomize` and validates every object against
+# Renders deploy/ (and deploy/ with the deploy/mtls Component, through
+# mtls-overlay/) with `kubectl kustomize` and validates every object against
 # the Kubernetes API schema (validate.mjs), then proves the validator rejects
 # typical mistakes (--self-test); checks the alert rules' PromQL and runs
 # their unit tests (alerts_test.yaml) with promtool, taken from Debian's
@@ -36,6 +37,11 @@ fi
 kubectl kustomize "$repo/deploy" >"$out/deploy-rendered.yaml"
 echo "rendered $(grep -c '^kind:' "$out/deploy-rendered.yaml") objects into $out/deploy-rendered.yaml"
 node "$here/validate.mjs" --self-test "$out/deploy-rendered.yaml"
+# Issue 21: the base with the mutual-TLS/authorization Component, as an
+# operator's overlay would render it.
+kubectl kustomize "$here/mtls-overlay" >"$out/deploy-mtls-rendered.yaml"
+echo "rendered $(grep -c '^kind:' "$out/deploy-mtls-rendered.yaml") objects into $out/deploy-mtls-rendered.yaml"
+node "$here/validate.mjs" --self-test "$out/deploy-mtls-rendered.yaml"
 
 # Alert rules: promtool from Debian's prometheus package, unpacked (not
 # installed: installing would also set up and start a Prometheus server).

@@ -17,7 +17,8 @@
 //     the workload broken: the StatefulSet selector matches its pod labels,
 //     its serviceName is a headless Service, Services, the PDB and the
 //     ServiceMonitor select something, envFrom ConfigMaps exist, probes use
-//     declared ports.
+//     declared ports; the NetworkPolicy selects the pods and admits only
+//     what it should; TLS and policy files are in mounted volumes.
 //
 // Usage: node validate.mjs RENDERED.yaml            validate, exit 1 on errors
 //        node validate.mjs --self-test RENDERED.yaml  also prove that typical
@@ -176,6 +177,105 @@ function referenceErrors(objects) {
     }
   }
   errors.push(...clusterErrors(objects));
+  errors.push(...networkPolicyErrors(objects));
+  errors.push(...tlsFileErrors(objects));
+  return errors;
+}
+
+// Issue 21 (deploy/mtls): the files the TLS and policy flags name are files
+// of a Secret or ConfigMap volume mounted in the container, under the names
+// the volume's items give them (a path that is not there stops the server
+// at startup, in a crash loop); a policy comes with a client CA (the server
+// refuses a policy without mutual TLS).
+const FILE_FLAGS = ["EXPOSURE_FILTER_TLS_CERT", "EXPOSURE_FILTER_TLS_KEY",
+                    "EXPOSURE_FILTER_TLS_CLIENT_CA", "EXPOSURE_FILTER_AUTHZ_POLICY"];
+
+function tlsFileErrors(objects) {
+  const errors = [];
+  const configMaps = new Map(
+    objects.filter((o) => o.kind === "ConfigMap").map((o) => [o.metadata?.name, o.data ?? {}]));
+  for (const sts of objects.filter((o) => o.kind === "StatefulSet")) {
+    const name = `StatefulSet ${sts.metadata?.name}`;
+    const volumes = new Map((sts.spec?.template?.spec?.volumes ?? []).map((v) => [v.name, v]));
+    for (const c of sts.spec?.template?.spec?.containers ?? []) {
+      const env = {};
+      for (const ref of c.envFrom ?? []) Object.assign(env, configMaps.get(ref.configMapRef?.name) ?? {});
+      for (const e of c.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
+      for (const flag of FILE_FLAGS) {
+        const path = env[flag];
+        if (!path) continue;
+        const mount = (c.volumeMounts ?? []).find((m) => path.startsWith(`${m.mountPath}/`));
+        const volume = mount && volumes.get(mount.name);
+        const file = mount && path.slice(mount.mountPath.length + 1);
+        const source = volume?.secret ?? volume?.configMap;
+        const items = source?.items;
+        let ok = Boolean(source) && (!items || items.some((i) => i.path === file));
+        if (ok && volume.configMap) {
+          const data = configMaps.get(volume.configMap.name);
+          const key = items ? items.find((i) => i.path === file).key : file;
+          ok = data !== undefined && key in data;
+        }
+        if (!ok) errors.push(`${name}: ${flag}=${path} is not a file of a mounted Secret or ConfigMap`);
+      }
+      if (env.EXPOSURE_FILTER_AUTHZ_POLICY && !env.EXPOSURE_FILTER_TLS_CLIENT_CA) {
+        errors.push(`${name}: EXPOSURE_FILTER_AUTHZ_POLICY needs mutual TLS (EXPOSURE_FILTER_TLS_CLIENT_CA); the server refuses to start`);
+      }
+    }
+  }
+  return errors;
+}
+
+// Issue 21: a NetworkPolicy selects the server pods; its ports are ports the
+// pods declare (a misspelt named port matches nothing, and the traffic it
+// meant to admit is dropped); the gRPC port admits only selected sources,
+// never everyone; the admin port only the monitoring namespace.
+function networkPolicyErrors(objects) {
+  const errors = [];
+  const pods = podTemplates(objects);
+  const policies = objects.filter((o) => o.kind === "NetworkPolicy");
+  for (const sts of objects.filter((o) => o.kind === "StatefulSet")) {
+    const labels = sts.spec?.template?.metadata?.labels;
+    if (!policies.some((np) => matches(np.spec?.podSelector?.matchLabels, labels))) {
+      errors.push(`StatefulSet ${sts.metadata?.name}: no NetworkPolicy selects its pods`);
+    }
+  }
+  for (const np of policies) {
+    const name = `NetworkPolicy ${np.metadata?.name}`;
+    const selected = pods.filter((p) => matches(np.spec?.podSelector?.matchLabels, p.labels));
+    if (selected.length === 0) {
+      errors.push(`${name}: podSelector matches no pod template`);
+      continue;
+    }
+    const declared = new Map();
+    for (const p of selected) {
+      for (const c of p.owner.spec?.template?.spec?.containers ?? []) {
+        for (const port of c.ports ?? []) declared.set(port.name, port.containerPort);
+      }
+    }
+    const numbers = new Set(declared.values());
+    for (const [i, rule] of (np.spec?.ingress ?? []).entries()) {
+      const ports = (rule.ports ?? []).map((p) => p.port);
+      for (const port of ports) {
+        if (typeof port === "string" ? !declared.has(port) : !numbers.has(port)) {
+          errors.push(`${name}: ingress[${i}] port ${port} is not a port of the selected pods`);
+        }
+      }
+      const from = rule.from ?? [];
+      const admits = (p) => ports.includes(p) || ports.includes(declared.get(p));
+      if (from.length === 0 && (ports.length === 0 || admits("grpc") || admits("admin"))) {
+        errors.push(`${name}: ingress[${i}] admits every source`);
+      }
+      if (admits("admin")) {
+        const monitoringOnly = from.length > 0 && from.every((peer) =>
+          !peer.ipBlock && (peer.namespaceSelector?.matchExpressions ?? []).some((e) =>
+            e.key === "kubernetes.io/metadata.name" && e.operator === "In" &&
+            e.values?.length === 1 && e.values[0] === "monitoring"));
+        if (!monitoringOnly) {
+          errors.push(`${name}: ingress[${i}] admits the admin port from outside the monitoring namespace`);
+        }
+      }
+    }
+  }
   return errors;
 }
 
@@ -265,7 +365,8 @@ const MISTAKES = [
     find(objs, "StatefulSet").spec.template.spec.containers[0].imagePullPolcy = "Always";
   }],
   ["misspelled probe field", (objs) => {
-    find(objs, "StatefulSet").spec.template.spec.containers[0].readinessProbe.grpc.prot = 50051;
+    const probe = find(objs, "StatefulSet").spec.template.spec.containers[0].readinessProbe;
+    (probe.grpc ?? probe.exec).prot = 50051;  // exec: the deploy/mtls probes
   }],
   ["replicas as a string", (objs) => {
     find(objs, "StatefulSet").spec.replicas = "1";
@@ -308,10 +409,37 @@ const MISTAKES = [
   ["Kafka brokers without a topic", (objs) => {
     delete configMapOf(objs).EXPOSURE_FILTER_KAFKA_TOPIC;
   }],
+  // Issue 21: the NetworkPolicy.
+  ["NetworkPolicy port name no container declares", (objs) => {
+    find(objs, "NetworkPolicy").spec.ingress[0].ports[0].port = "grcp";
+  }],
+  ["gRPC port open to every source", (objs) => {
+    delete find(objs, "NetworkPolicy").spec.ingress[0].from;
+  }],
+  ["admin port open beyond the monitoring namespace", (objs) => {
+    const rule = find(objs, "NetworkPolicy").spec.ingress.find(
+      (r) => r.ports?.some((p) => p.port === "admin"));
+    rule.from.push({ podSelector: {} });
+  }],
+  ["no NetworkPolicy for the server pods", (objs) => {
+    find(objs, "NetworkPolicy").spec.podSelector.matchLabels = { app: "other" };
+  }],
+  ["TLS key path outside any mounted Secret", (objs) => {
+    configMapOf(objs).EXPOSURE_FILTER_TLS_KEY = "/etc/exposure-filter/tls/key.pem";
+  }],
+  ["authorization policy without mutual TLS", (objs) => {
+    const flags = configMapOf(objs);
+    delete flags.EXPOSURE_FILTER_TLS_CLIENT_CA;
+    flags.EXPOSURE_FILTER_AUTHZ_POLICY ??= "/etc/exposure-filter/authz/policy";
+  }],
 ];
 
+// The flags ConfigMap (an overlay may add others, e.g. the policy's).
 function configMapOf(objects) {
-  return find(objects, "ConfigMap").data;
+  const flags = objects.find((o) => o.kind === "ConfigMap" &&
+    Object.keys(o.data ?? {}).some((k) => k.startsWith("EXPOSURE_FILTER_")));
+  if (!flags) throw new Error("self-test: no flags ConfigMap in the rendered output");
+  return flags.data;
 }
 
 function find(objects, kind) {
