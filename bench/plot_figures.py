@@ -193,9 +193,12 @@ def plot_compare(d, out):
             p99s.append(r["latency_us"]["p99"] / 1000.0)
         if not xs:
             continue
-        bars = ax_r.bar(xs, rates, width, label=label)
-        ax_p.bar(xs, p99s, width, label=label)
-        for b, v in zip(bars, rates):
+        rate_bars = ax_r.bar(xs, rates, width, label=label)
+        p99_bars = ax_p.bar(xs, p99s, width, label=label)
+        for b, v in zip(p99_bars, p99s):
+            ax_p.annotate("%.1f" % v, (b.get_x() + b.get_width() / 2, v),
+                          ha="center", va="bottom", fontsize=7)
+        for b, v in zip(rate_bars, rates):
             ax_r.annotate("%.0f" % v, (b.get_x() + b.get_width() / 2, v),
                           ha="center", va="bottom", fontsize=7)
     for j, (key, _) in enumerate(WORKLOADS):
@@ -203,7 +206,7 @@ def plot_compare(d, out):
         if s and c and c["requests_per_s"]:
             ax_r.annotate("%.2f× ceiling" % (s["requests_per_s"] /
                                              c["requests_per_s"]),
-                          (j, 0), xytext=(0, -30), textcoords="offset points",
+                          (j, 0), xytext=(0, -40), textcoords="offset points",
                           ha="center", fontsize=7, color="C0")
     labels = [w[1] for w in WORKLOADS]
     for ax in (ax_r, ax_p):
@@ -216,9 +219,10 @@ def plot_compare(d, out):
     ax_p.set_ylabel("p99 latency, ms (client side)")
     ax_p.set_title("p99 latency")
     any_run = next(iter(runs.values()))
-    footer(fig, provenance(d), "%s s per run, %s users, %s candidates" % (
-        any_run.get("seconds", "?"), any_run.get("users", "?"),
-        any_run.get("candidates", "?")))
+    footer(fig, provenance(d), "%.0f s per run, %s candidates per filter "
+           "request, %s threads x %s in flight" % (
+               any_run.get("seconds", 0), any_run.get("candidates", "?"),
+               any_run.get("threads", "?"), any_run.get("inflight", "?")))
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     dest = os.path.join(out, "throughput_p99.png")
     fig.savefig(dest, dpi=DPI)
