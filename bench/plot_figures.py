@@ -265,6 +265,13 @@ def plot_soak(d, out):
         ax_r.axhline(target, linestyle="--", color="0.5",
                      label="target rate %.0f req/s" % target)
         ax_r.legend(fontsize=7)
+    for x, iv in zip(mid, intervals):
+        if iv["errors"]:
+            ax_r.annotate("\n".join("%d %s" % (n, code) for code, n in
+                                    sorted(iv["errors"].items())),
+                          (x, iv["requests_per_s"]), xytext=(8, -24),
+                          textcoords="offset points", fontsize=7, color="red")
+            ax_r.plot([x], [iv["requests_per_s"]], "o", color="red")
     ax_r.set_ylabel("achieved req/s")
     ax_r.set_ylim(bottom=0)
     ax_p.plot(mid, [(iv["p99_us"] or 0) / 1000 for iv in intervals], "o-",
