@@ -125,15 +125,24 @@ void BM_StoreBytesPerUser(benchmark::State& state) {
     state.counters["worst_fp_20_users"] = worst_fp;
   }
 }
+// Each arrival pattern (one batch per slice, 20 per call, one per call)
+// over 20 to 20,000 items, so bench/plot_figures.py can draw bytes per user
+// against items per pattern (docs/img/memory_per_user.png).
 BENCHMARK(BM_StoreBytesPerUser)
     ->Args({20, 20, 1})  // the tiny user of the issue: one slice
     ->Args({20, 1, 1})
+    ->Args({20, 1000000, 7})  // one batch per slice
+    ->Args({200, 1000000, 7})
+    ->Args({2000, 1000000, 7})
+    ->Args({20000, 1000000, 7})
     ->Args({20, 20, 7})
     ->Args({200, 20, 7})
-    ->Args({2000, 1000000, 7})  // one batch per slice
     ->Args({2000, 20, 7})
-    ->Args({2000, 1, 7})
     ->Args({20000, 20, 7})
+    ->Args({20, 1, 7})  // one per call
+    ->Args({200, 1, 7})
+    ->Args({2000, 1, 7})
+    ->Args({20000, 1, 7})
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

@@ -524,6 +524,7 @@ absl::Status StoreDurability::SnapshotLocked() {
   ++snapshots_written_;
   last_snapshot_bytes_ = written->bytes;
   last_snapshot_users_ = written->users;
+  last_snapshot_finished_unix_micros_ = absl::ToUnixMicros(absl::Now());
   spdlog::info("snapshot {}: {} users, {} bytes in {}", *covered,
                written->users, written->bytes,
                absl::FormatDuration(MonotonicTime() - start));
@@ -656,6 +657,10 @@ DurabilityStats StoreDurability::stats() const {
   st.snapshot_failures = snapshot_failures_.load();
   st.last_snapshot_bytes = last_snapshot_bytes_.load();
   st.last_snapshot_users = last_snapshot_users_.load();
+  if (const int64_t micros = last_snapshot_finished_unix_micros_.load();
+      micros != 0) {
+    st.last_snapshot_finished = absl::FromUnixMicros(micros);
+  }
   return st;
 }
 

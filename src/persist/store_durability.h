@@ -101,6 +101,10 @@ struct DurabilityStats {
   uint64_t snapshot_failures = 0;
   uint64_t last_snapshot_bytes = 0;
   uint64_t last_snapshot_users = 0;
+  // Wall-clock time the last good snapshot finished (InfinitePast before
+  // the first): exported as a Unix timestamp so `time() - x` is its age on
+  // the Prometheus server's clock, as for any *_timestamp_seconds series.
+  absl::Time last_snapshot_finished = absl::InfinitePast();
   // Disk faults (issue 8): false while the log is failed and writes are
   // refused; wal_error says why.
   bool wal_writable = true;
@@ -219,6 +223,8 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   std::atomic<uint64_t> snapshot_failures_{0};
   std::atomic<uint64_t> last_snapshot_bytes_{0};
   std::atomic<uint64_t> last_snapshot_users_{0};
+  // absl::ToUnixMicros of the last good snapshot's end; 0: none yet.
+  std::atomic<int64_t> last_snapshot_finished_unix_micros_{0};
 
   Mutex stop_mu_;
   std::condition_variable stop_cv_;

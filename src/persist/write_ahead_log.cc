@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -114,9 +115,15 @@ void WriteAheadLog::FlushLocked(bool sync) {
   absl::Status s;
   DiskOp op = DiskOp::kWalWrite;
   if (!batch.empty()) s = WriteFully(fd, batch, path, dir_->io());
+  uint64_t sync_micros = 0;
   if (s.ok() && sync) {
     op = DiskOp::kWalSync;
+    // Steady clock: a wall-clock step must not show as a slow disk.
+    const auto sync_start = std::chrono::steady_clock::now();
     s = SyncFile(fd, path, dir_->io());
+    sync_micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now() - sync_start)
+                      .count();
   }
   const uint64_t batch_bytes = batch.size();
   batch.clear();
@@ -137,6 +144,11 @@ void WriteAheadLog::FlushLocked(bool sync) {
     if (sync) {
       synced_lsn_ = std::max(synced_lsn_, target);
       ++stats_.syncs;
+      const auto bound =
+          std::lower_bound(kWalSyncBucketBoundsMicros.begin(),
+                           kWalSyncBucketBoundsMicros.end(), sync_micros);
+      ++stats_.sync_buckets[bound - kWalSyncBucketBoundsMicros.begin()];
+      stats_.sync_micros += sync_micros;
     }
   }
   flushing_ = false;

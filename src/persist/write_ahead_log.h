@@ -42,6 +42,7 @@
 #ifndef EXPOSURE_FILTER_SRC_PERSIST_WRITE_AHEAD_LOG_H_
 #define EXPOSURE_FILTER_SRC_PERSIST_WRITE_AHEAD_LOG_H_
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -63,6 +64,14 @@ enum class FsyncPolicy { kAlways, kInterval, kNever };
 absl::StatusOr<FsyncPolicy> ParseFsyncPolicy(absl::string_view name);
 absl::string_view FsyncPolicyName(FsyncPolicy policy);
 
+// Upper bounds (µs) of the fdatasync latency buckets, for the
+// exposure_filter_wal_fsync_seconds histogram. A datacenter SSD syncs in
+// 0.1-2 ms, a network block device (EBS, PD) in 1-10 ms; 100 ms and up means
+// a saturated or failing disk, the range an operator must tell apart.
+inline constexpr std::array<uint64_t, 12> kWalSyncBucketBoundsMicros = {
+    100,    250,    500,     1'000,   2'500,     5'000,
+    10'000, 25'000, 100'000, 250'000, 1'000'000, 5'000'000};
+
 struct WalStats {
   uint64_t records = 0;
   uint64_t bytes = 0;       // appended, frames included
@@ -70,6 +79,11 @@ struct WalStats {
   uint64_t syncs = 0;       // fdatasync calls
   uint64_t failures = 0;    // times the log went from healthy to failed
   uint64_t recoveries = 0;  // times it became writable again (FinishHealing)
+  // Successful fdatasync calls by latency: bucket i counts those at or under
+  // kWalSyncBucketBoundsMicros[i] and over the previous bound (not
+  // cumulative); the last bucket is over the largest bound.
+  std::array<uint64_t, kWalSyncBucketBoundsMicros.size() + 1> sync_buckets{};
+  uint64_t sync_micros = 0;  // their total latency
 };
 
 class WriteAheadLog {

@@ -220,7 +220,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                      st.ToString());
       }
     }
-    s->durability_metrics_->Attach(s->durability_.get());
+    s->durability_metrics_->Attach(s->durability_.get(), s->recovery_);
   }
   // After recovery, which replaces the trace with the one saved: users
   // restored keep their traced_since, new ones from the flag are logged.

@@ -19,20 +19,10 @@ if ! command -v kubectl >/dev/null; then
        "kubernetes-client, it conflicts)" >&2
   exit 77
 fi
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "check-deploy: installing Debian's nodejs and npm" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs npm
-fi
-
-# The validator's npm packages, pinned by package-lock.json; reinstalled only
-# when the lock file changes.
-lock_sum=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
-stamp="$here/node_modules/.ef-lock.sha256"
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$lock_sum" ]]; then
-  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$lock_sum" >"$stamp"
-fi
+# node, npm and the validator's npm packages, pinned by package-lock.json
+# (npm-deps.sh; reinstalled only when the lock file changes).
+source "$here/npm-deps.sh"
+ef_npm_deps "$here"
 
 kubectl kustomize "$repo/deploy" >"$out/deploy-rendered.yaml"
 echo "rendered $(grep -c '^kind:' "$out/deploy-rendered.yaml") objects into $out/deploy-rendered.yaml"

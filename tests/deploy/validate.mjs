@@ -19,6 +19,11 @@
 //     ServiceMonitor select something, envFrom ConfigMaps exist, probes use
 //     declared ports; the NetworkPolicy selects the pods and admits only
 //     what it should; TLS and policy files are in mounted volumes.
+//  4. Grafana dashboards (issue 18): a ConfigMap holding *.json data is a
+//     dashboard for Grafana's sidecar, which only loads it with the label
+//     grafana_dashboard: "1"; its JSON parses and has a uid, and it fits
+//     the 256 KiB that `kubectl apply` can keep in its last-applied
+//     annotation. (check-dashboard.mjs checks the dashboard's content.)
 //
 // Usage: node validate.mjs RENDERED.yaml            validate, exit 1 on errors
 //        node validate.mjs --self-test RENDERED.yaml  also prove that typical
@@ -179,6 +184,7 @@ function referenceErrors(objects) {
   errors.push(...clusterErrors(objects));
   errors.push(...networkPolicyErrors(objects));
   errors.push(...tlsFileErrors(objects));
+  errors.push(...dashboardErrors(objects));
   return errors;
 }
 
@@ -274,6 +280,41 @@ function networkPolicyErrors(objects) {
           errors.push(`${name}: ingress[${i}] admits the admin port from outside the monitoring namespace`);
         }
       }
+    }
+  }
+  return errors;
+}
+
+// kubectl apply (client-side) stores the whole object in the
+// kubectl.kubernetes.io/last-applied-configuration annotation, and the API
+// server caps an object's annotations at 256 KiB in total.
+const MAX_APPLIED_BYTES = 256 * 1024;
+
+function dashboardErrors(objects) {
+  const errors = [];
+  for (const cm of objects.filter((o) => o.kind === "ConfigMap")) {
+    const name = `ConfigMap ${cm.metadata?.name}`;
+    const dashboards = Object.entries(cm.data ?? {}).filter(([k]) => k.endsWith(".json"));
+    if (dashboards.length === 0) continue;
+    if (cm.metadata?.labels?.grafana_dashboard !== "1") {
+      errors.push(`${name}: holds ${dashboards[0][0]} but lacks the label grafana_dashboard: "1" the Grafana sidecar loads`);
+    }
+    let bytes = 0;
+    for (const [key, text] of dashboards) {
+      bytes += Buffer.byteLength(text, "utf8");
+      let dash;
+      try {
+        dash = JSON.parse(text);
+      } catch (e) {
+        errors.push(`${name}: ${key} is not JSON: ${e.message}`);
+        continue;
+      }
+      if (typeof dash.uid !== "string" || dash.uid === "") {
+        errors.push(`${name}: ${key} has no uid (Grafana would make a new dashboard on every load)`);
+      }
+    }
+    if (bytes > MAX_APPLIED_BYTES) {
+      errors.push(`${name}: ${bytes} bytes of dashboards, over the ${MAX_APPLIED_BYTES} kubectl apply can annotate`);
     }
   }
   return errors;
@@ -432,14 +473,31 @@ const MISTAKES = [
     delete flags.EXPOSURE_FILTER_TLS_CLIENT_CA;
     flags.EXPOSURE_FILTER_AUTHZ_POLICY ??= "/etc/exposure-filter/authz/policy";
   }],
+  ["dashboard ConfigMap without the Grafana sidecar label", (objs) => {
+    delete dashboardConfigMap(objs).metadata.labels.grafana_dashboard;
+  }],
+  ["dashboard that is not JSON", (objs) => {
+    const data = dashboardConfigMap(objs).data;
+    const key = Object.keys(data).find((k) => k.endsWith(".json"));
+    data[key] = data[key].slice(0, -2);
+  }],
 ];
 
-// The flags ConfigMap (an overlay may add others, e.g. the policy's).
+// The server flags: the ConfigMap the StatefulSet's envFrom names (the
+// dashboard's ConfigMap may come first in the rendered output).
 function configMapOf(objects) {
-  const flags = objects.find((o) => o.kind === "ConfigMap" &&
-    Object.keys(o.data ?? {}).some((k) => k.startsWith("EXPOSURE_FILTER_")));
-  if (!flags) throw new Error("self-test: no flags ConfigMap in the rendered output");
-  return flags.data;
+  const sts = find(objects, "StatefulSet");
+  const names = (sts.spec.template.spec.containers[0].envFrom ?? []).map((r) => r.configMapRef?.name);
+  const cm = objects.find((o) => o.kind === "ConfigMap" && names.includes(o.metadata?.name));
+  if (!cm) throw new Error("self-test: no ConfigMap the StatefulSet's envFrom names");
+  return cm.data;
+}
+
+function dashboardConfigMap(objects) {
+  const cm = objects.find((o) => o.kind === "ConfigMap" &&
+    Object.keys(o.data ?? {}).some((k) => k.endsWith(".json")));
+  if (!cm) throw new Error("self-test: no dashboard ConfigMap in the rendered output");
+  return cm;
 }
 
 function find(objects, kind) {

@@ -220,6 +220,35 @@ TEST_F(WriteAheadLogTest, ClosedLogRefusesCommits) {
   EXPECT_FALSE((*wal)->Rotate().ok());
 }
 
+// exposure_filter_wal_fsync_seconds is drawn from these buckets: every
+// successful fdatasync lands in exactly one, and the latency sum is theirs.
+TEST_F(WriteAheadLogTest, EverySyncIsCountedInOneLatencyBucket) {
+  auto wal = WriteAheadLog::Create(dir_.get(), 1, FsyncPolicy::kAlways);
+  ASSERT_TRUE(wal.ok()) << wal.status();
+  constexpr int kCommits = 5;
+  for (int i = 0; i < kCommits; ++i) {
+    (*wal)->Append(kWalDeleteUser, "u" + std::to_string(i));
+    ASSERT_TRUE((*wal)->Commit().ok());
+  }
+  const WalStats stats = (*wal)->stats();
+  EXPECT_EQ(stats.syncs, static_cast<uint64_t>(kCommits));
+  uint64_t bucketed = 0;
+  for (uint64_t n : stats.sync_buckets) bucketed += n;
+  EXPECT_EQ(bucketed, stats.syncs);
+  ASSERT_TRUE((*wal)->Close().ok());
+}
+
+TEST_F(WriteAheadLogTest, NoSyncsAreCountedWithoutFsync) {
+  auto wal = WriteAheadLog::Create(dir_.get(), 1, FsyncPolicy::kNever);
+  ASSERT_TRUE(wal.ok()) << wal.status();
+  (*wal)->Append(kWalDeleteUser, "u");
+  ASSERT_TRUE((*wal)->Commit().ok());
+  const WalStats stats = (*wal)->stats();
+  EXPECT_EQ(stats.syncs, 0u);
+  for (uint64_t n : stats.sync_buckets) EXPECT_EQ(n, 0u);
+  ASSERT_TRUE((*wal)->Close().ok());
+}
+
 TEST(FsyncPolicyTest, ParsesTheThreeNames) {
   EXPECT_EQ(*ParseFsyncPolicy("always"), FsyncPolicy::kAlways);
   EXPECT_EQ(*ParseFsyncPolicy("interval"), FsyncPolicy::kInterval);
