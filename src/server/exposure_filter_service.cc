@@ -129,9 +129,14 @@ grpc::ServerUnaryReactor* ExposureFilterService::Serve(
                              messages->response(), handler);
     messages->Release();  // the response is bytes in `resp` by now
   } else {
+    // The methods without a pooled arena are the small and admin ones: they
+    // parse a copy that shares the slices, so the request bytes stay whole
+    // for the admin audit interceptor, which reads the surface and user ids
+    // from them after the handler ran (admin_audit_interceptor.cc).
+    Bytes shared_copy(*req);
     Req request;
     Resp response;
-    s = ParseHandleSerialize(wire_req, resp, &request, &response, handler);
+    s = ParseHandleSerialize(&shared_copy, resp, &request, &response, handler);
   }
   LogError(method, s);
   AddOwnerHint(ctx, s);
