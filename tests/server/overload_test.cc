@@ -188,8 +188,8 @@ bool Shed(const grpc::Status& s) {
 // status.
 template <typename Call>
 grpc::Status RetryShed(Call&& call) {
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::seconds(180);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(180);
   auto backoff = std::chrono::milliseconds(20);
   grpc::Status s;
   while (true) {
