@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 
-scripts/setup.sh build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DEF_FUZZ=ON \
+EF_BUILD_TARGETS=ef_fuzzers scripts/setup.sh build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DEF_FUZZ=ON \
   -DEF_BUILD_TESTS=OFF -DEF_BUILD_BENCH=OFF
 
 targets=("$@")

@@ -2,6 +2,8 @@
 # Installs the Debian 12 packages exposure-filter needs (as root, only those
 # missing) and builds it with CMake + Ninja.
 #   scripts/setup.sh [build-dir] [extra cmake args...]
+# EF_BUILD_TARGETS (space-separated ninja targets) builds only those instead
+# of everything: scripts/test.sh and scripts/fuzz.sh build just what they run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +40,5 @@ fi
 build_dir=${1:-build}
 shift || true
 cmake -S . -B "$build_dir" -G Ninja "$@" >/dev/null
-ninja -C "$build_dir"
+read -r -a targets <<<"${EF_BUILD_TARGETS:-}"
+ninja -C "$build_dir" "${targets[@]}"

@@ -114,7 +114,7 @@ class ReflectionClient:
     stream) and asks for missing dependencies by file name.
     """
 
-    def __init__(self, channel, timeout=30.0):
+    def __init__(self, channel, timeout=60.0):
         self._pb2 = reflection_pb2()
         self._timeout = timeout
         self._requests = queue.Queue()
@@ -255,7 +255,10 @@ class DynamicService:
         method = self.descriptor.methods_by_name[method_name]
         return self.message_class(method.input_type.full_name)(**fields)
 
-    def call(self, method_name, request=None, timeout=10.0, **fields):
+    # The deadline only bounds a hung call; it is no verdict. Generous: an
+    # ASan server on a loaded 2-core machine answers large requests in
+    # seconds (issue 20).
+    def call(self, method_name, request=None, timeout=60.0, **fields):
         if request is None:
             request = self.request(method_name, **fields)
         return self._stubs[method_name](request, timeout=timeout)

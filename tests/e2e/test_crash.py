@@ -84,6 +84,18 @@ class Writer(threading.Thread):
             client.close()
 
 
+def wait_for_acks(writers, deadline_s=120.0):
+    """Until every writer has an acknowledged batch (or stopped on an
+    error): the kill then always lands on traffic, on any machine. A fixed
+    sleep alone could kill an ASan server on a loaded machine before any
+    write was acknowledged, and `acked > 0` would fail (issue 20)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if all(w.acked or not w.is_alive() for w in writers):
+            return
+        time.sleep(0.05)
+
+
 class CrashRecoveryTest(unittest.TestCase):
 
     def setUp(self):
@@ -136,6 +148,7 @@ class CrashRecoveryTest(unittest.TestCase):
                            for w in range(WRITERS)]
                 for w in writers:
                     w.start()
+                wait_for_acks(writers)
                 time.sleep(rng.uniform(0.5, 2.0))
                 server.proc.kill()  # SIGKILL: no flush, no snapshot
                 server.proc.wait()
@@ -186,6 +199,7 @@ class CrashRecoveryTest(unittest.TestCase):
                        for w in range(WRITERS)]
             for w in writers:
                 w.start()
+            wait_for_acks(writers)
             time.sleep(1.0)
             server.proc.kill()
             server.proc.wait()

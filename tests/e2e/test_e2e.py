@@ -670,7 +670,7 @@ class LimitsTest(ServerTestCase):
 
 class LifecycleTest(unittest.TestCase):
     def _exits_cleanly_on(self, sig, *flags, before_signal=None,
-                          timeout=8):
+                          timeout=120):
         server = harness.ServerProcess(*flags)
         try:
             server.start()
@@ -681,8 +681,8 @@ class LifecycleTest(unittest.TestCase):
                                  1)
                 state = before_signal(client) if before_signal else None
                 server.signal(sig)
-                # With nothing in flight the server must not need its
-                # 10 s default shutdown grace; it normally takes ~0.1 s.
+                # With nothing in flight the server must not wait for its
+                # shutdown grace; it normally exits in ~0.1 s.
                 code = server.wait_exit(timeout=timeout)
             finally:
                 client.close()
@@ -692,11 +692,14 @@ class LifecycleTest(unittest.TestCase):
         finally:
             server.close()
 
+    # A grace (600 s) far beyond the wait (120 s): a server that waited for
+    # it with nothing in flight fails on any machine, one that does not
+    # passes on any machine, however slow (issue 20: no speed in verdicts).
     def test_sigterm_exits_zero(self):
-        self._exits_cleanly_on(signal.SIGTERM)
+        self._exits_cleanly_on(signal.SIGTERM, "--shutdown_grace=600s")
 
     def test_sigint_exits_zero(self):
-        self._exits_cleanly_on(signal.SIGINT)
+        self._exits_cleanly_on(signal.SIGINT, "--shutdown_grace=600s")
 
     def test_sigterm_with_open_stream_exits_after_grace(self):
         """An in-flight RPC (an idle reflection stream) is cancelled once the

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 #include <librdkafka/rdkafkacpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -310,8 +311,16 @@ TEST_F(KafkaIngestTest, ResumesFromDurableOffsetsAfterRestart) {
   EXPECT_EQ(recovered, before);
   ASSERT_TRUE(WaitFor([&] { return Stats().exposures == 10; }));
   // Only the new messages were read again: the old ones came from the data
-  // dir, not from Kafka.
-  absl::SleepFor(absl::Milliseconds(200));
+  // dir, not from Kafka. Waits until every partition's durable offset is
+  // its end (all 40 accounted for): a consumer that re-read old messages
+  // has read them by then, on a machine of any speed (a fixed sleep let a
+  // slow machine pass that bug).
+  ASSERT_TRUE(WaitFor([&] {
+    const std::vector<int64_t> now = DurableOffsets();
+    return std::accumulate(now.begin(), now.end(), int64_t{0}) +
+               std::count(now.begin(), now.end(), -1) ==
+           40;
+  }));
   EXPECT_EQ(Stats().messages, 10u);
   for (int u = 0; u < 40; ++u) {
     EXPECT_TRUE(Remembers(absl::StrCat("user-", u), u)) << u;

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "src/persist/store_durability.h"
@@ -51,14 +52,21 @@ TEST(PersistConcurrencyTest, CommittedWritesSurviveConcurrentSnapshots) {
     const Surface& home = s.surface("home");
     std::atomic<int> failures{0};
     std::atomic<bool> done{false};
+    // The writers start once the first snapshot has, and the snapshotter
+    // takes at least one: `snapshots_written > 0` holds on a machine of any
+    // speed (a scheduler that ran every writer before the snapshotter's
+    // first call left it at 0; issue 20).
+    absl::Notification snapshotting;
     std::thread snapshotter([&] {
-      while (!done.load()) {
+      do {
+        if (!snapshotting.HasBeenNotified()) snapshotting.Notify();
         if (!(*d)->Snapshot().ok()) failures.fetch_add(1);
-      }
+      } while (!done.load());
     });
     std::vector<std::thread> writers;
     for (int w = 0; w < kWriters; ++w) {
       writers.emplace_back([&, w] {
+        snapshotting.WaitForNotification();
         for (int b = 0; b < kBatches; ++b) {
           const std::string user = User((w + b) % kUsers);
           RecordOne(*s.store, home, user, IdHashes(FirstId(w, b), kBatch));

@@ -259,10 +259,12 @@ class CancellationTest : public ::testing::Test {
     }
   }
 
-  // Polls (bounded) until the server has released every call.
+  // Polls until the server has released every call; the deadline only
+  // bounds a leak and is generous for ASan on a loaded machine (issue 20).
   void ExpectInFlightReturnsTo(int64_t baseline) {
-    for (int i = 0; i < 3000 && server_->grpc_metrics().InFlight() != baseline;
-         ++i) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (server_->grpc_metrics().InFlight() != baseline &&
+           absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(10));
     }
     EXPECT_EQ(server_->grpc_metrics().InFlight(), baseline);
@@ -289,6 +291,10 @@ TEST_F(CancellationTest, AbandonedCallsOfEveryRpcReleaseEverything) {
   ExpectInFlightReturnsTo(0);
   // The server saw (most of) the calls: the storm reached it. Some calls
   // cancelled or expired client-side never reach the server at all.
+  // Margin (issue 20): one of 200 calls suffices (100 cancelled right after
+  // their start, 100 with a 1 ms deadline); a slow client loses more of
+  // those races, all 200 of them only if the storm never ran. The verdicts
+  // that matter (gauge, store, heap) do not depend on how many got through.
   EXPECT_GT(server_->grpc_metrics().StartedCount(""), started_before);
   // Writes that ran before their client left are idempotent here: the
   // store holds exactly what one completed round left.

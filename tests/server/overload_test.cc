@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -178,20 +179,30 @@ bool Shed(const grpc::Status& s) {
          s.error_code() == grpc::StatusCode::UNAVAILABLE;
 }
 
-// `call(ctx)` until it is not shed, as a client with backoff would; at most
-// 100 attempts 20 ms apart. Returns the last status.
+// `call(ctx)` until it is not shed, as a client with backoff would:
+// exponential backoff from 20 ms to 1 s, for up to 180 s. The flood ends
+// within its callers' 120 s deadlines and frees the server, so a probe that
+// is only ever shed fails here, but not one that a slow (ASan, loaded)
+// server kept shedding for longer than a fixed count of attempts would
+// allow (issue 20: 100 attempts 20 ms apart were ~2 s). Returns the last
+// status.
 template <typename Call>
 grpc::Status RetryShed(Call&& call) {
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  auto backoff = std::chrono::milliseconds(20);
   grpc::Status s;
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  while (true) {
     grpc::ClientContext ctx;
     ctx.set_wait_for_ready(true);
     ctx.set_deadline(system_clock::now() + std::chrono::seconds(30));
     s = call(&ctx);
-    if (!Shed(s)) return s;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!Shed(s) || std::chrono::steady_clock::now() + backoff > give_up) {
+      return s;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(2 * backoff, std::chrono::milliseconds(1000));
   }
-  return s;
 }
 
 bool Serving(grpc::health::v1::Health::Stub* health) {
