@@ -26,8 +26,8 @@
 #include "src/filter/filter_encoder.h"
 #include "src/filter/user_filter.h"
 #include "src/server/arena_message_allocator.h"
-#include "src/server/server_flags.h"
-#include "src/server/transport_tuning.h"
+#include "src/server/config/server_flags.h"
+#include "src/server/config/transport_tuning.h"
 
 ABSL_FLAG(int, filter_items, 2000,
           "exposures of the one filter GetFilter returns (spread over 7 "

@@ -44,7 +44,7 @@
 #include "bench/loadgen/report.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/filter_view.h"
-#include "src/server/transport_tuning.h"
+#include "src/server/config/transport_tuning.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "server address (host:port)");
 ABSL_FLAG(std::string, backend, "grpc",

@@ -24,27 +24,6 @@ constexpr absl::Duration kRetryPeriod = absl::Milliseconds(500);
 // Consumer lag is refreshed this often when nothing is flushed.
 constexpr absl::Duration kStateRefreshPeriod = absl::Seconds(1);
 
-class ThreadSafeLogLimiter {
- public:
-  bool Allow(uint64_t* suppressed) {
-    absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
-    if (now < next_) {
-      ++suppressed_;
-      return false;
-    }
-    next_ = now + kLogInterval;
-    *suppressed = suppressed_;
-    suppressed_ = 0;
-    return true;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time next_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
 // librdkafka's own log lines and errors go to spdlog (it would print to
 // stderr); broker connection errors repeat, so they are rate limited.
 class KafkaEventLogger final : public RdKafka::EventCb {
@@ -72,7 +51,7 @@ class KafkaEventLogger final : public RdKafka::EventCb {
   }
 
  private:
-  ThreadSafeLogLimiter limiter_;
+  LogRateLimiter limiter_{kLogInterval};
 };
 
 class CommitResultCounter final : public RdKafka::OffsetCommitCb {
@@ -96,7 +75,7 @@ class CommitResultCounter final : public RdKafka::OffsetCommitCb {
 
  private:
   std::atomic<uint64_t>* const errors_;
-  ThreadSafeLogLimiter limiter_;
+  LogRateLimiter limiter_{kLogInterval};
 };
 
 // Callbacks must outlive the consumer; one set per process is plenty.
@@ -152,7 +131,8 @@ KafkaIngest::KafkaIngest(const KafkaIngestOptions& options,
       durability_(durability),
       decoder_(options.format, options.surface,
                ownership != nullptr && ownership->partitioned() ? ownership
-                                                                : nullptr) {}
+                                                                : nullptr),
+      bad_log_(kLogInterval) {}
 
 absl::StatusOr<std::unique_ptr<KafkaIngest>> KafkaIngest::Start(
     const KafkaIngestOptions& options, const ReplicaOwnership* ownership,
@@ -307,8 +287,7 @@ void KafkaIngest::Stop() {
 void KafkaIngest::ConsumeLoop() {
   PendingBatch batch;
   absl::Time next_refresh = absl::Now();
-  uint64_t suppressed = 0;
-  absl::Time next_error_log = absl::InfinitePast();
+  LogRateLimiter error_log(kLogInterval);
   while (!stopping_.load()) {
     const absl::Time now = absl::Now();
     int timeout_ms = 100;
@@ -339,13 +318,9 @@ void KafkaIngest::ConsumeLoop() {
         break;
       default:
         consumer_errors_.fetch_add(1, std::memory_order_relaxed);
-        if (absl::Now() >= next_error_log) {
+        if (uint64_t suppressed = 0; error_log.Allow(&suppressed)) {
           spdlog::warn("kafka: consume: {} ({} similar suppressed)",
                        msg->errstr(), suppressed);
-          suppressed = 0;
-          next_error_log = absl::Now() + kLogInterval;
-        } else {
-          ++suppressed;
         }
         break;
     }
@@ -365,18 +340,13 @@ void KafkaIngest::ConsumeLoop() {
 void KafkaIngest::CountBad(BadMessageReason reason, int32_t partition,
                            int64_t offset, const std::string& why) {
   bad_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
-  const absl::Time now = absl::Now();
-  if (now < next_bad_log_) {
-    ++bad_suppressed_;
-    return;
-  }
-  next_bad_log_ = now + kLogInterval;
+  uint64_t suppressed = 0;
+  if (!bad_log_.Allow(&suppressed)) return;
   spdlog::warn(
       "kafka: skipped message topic={} partition={} offset={} reason={}: {} "
       "({} more skipped since the last line)",
       options_.topic, partition, offset, BadMessageReasonName(reason), why,
-      bad_suppressed_);
-  bad_suppressed_ = 0;
+      suppressed);
 }
 
 void KafkaIngest::Take(int32_t partition, int64_t offset, absl::string_view key,
@@ -427,19 +397,14 @@ void KafkaIngest::Take(int32_t partition, int64_t offset, absl::string_view key,
 }
 
 void KafkaIngest::Flush(PendingBatch* batch) {
-  uint64_t suppressed = 0;
-  absl::Time next_log = absl::InfinitePast();
+  LogRateLimiter refusal_log(kLogInterval);
   auto log_refusal = [&](absl::string_view what, const absl::Status& s) {
     record_errors_.fetch_add(1, std::memory_order_relaxed);
-    if (absl::Now() >= next_log) {
+    if (uint64_t suppressed = 0; refusal_log.Allow(&suppressed)) {
       spdlog::error(
           "kafka: {} refused ({}); the partitions wait and the batch is "
           "retried ({} retries since the last line)",
           std::string(what), s.ToString(), suppressed);
-      next_log = absl::Now() + kLogInterval;
-      suppressed = 0;
-    } else {
-      ++suppressed;
     }
   };
   for (auto& [surface, req] : batch->requests) {

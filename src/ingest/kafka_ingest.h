@@ -38,6 +38,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
+#include "src/base/log_rate_limiter.h"
 #include "src/cluster/replica_ownership.h"
 #include "src/ingest/exposure_sink.h"
 #include "src/ingest/kafka_ingest_options.h"
@@ -135,8 +136,7 @@ class KafkaIngest {
   std::vector<KafkaPartitionState> states_ ABSL_GUARDED_BY(states_mu_);
 
   // Consumer-thread only: one bad-message line per interval at most.
-  absl::Time next_bad_log_ = absl::InfinitePast();
-  uint64_t bad_suppressed_ = 0;
+  LogRateLimiter bad_log_;
 };
 
 }  // namespace exposure_filter

@@ -1,7 +1,7 @@
 #include "src/server/admission_gate.h"
 
 #include "absl/strings/str_cat.h"
-#include "src/server/metric_families.h"
+#include "src/server/observability/metric_families.h"
 
 namespace exposure_filter {
 

@@ -21,13 +21,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "src/server/config/admission_limits.h"
 
 namespace exposure_filter {
-
-struct AdmissionLimits {
-  uint64_t max_inflight_rpcs = 0;           // 0 = no limit
-  uint64_t max_inflight_request_bytes = 0;  // 0 = no limit
-};
 
 class AdmissionGate final : public prometheus::Collectable {
  public:

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "src/server/metric_families.h"
+#include "src/server/observability/metric_families.h"
 
 namespace exposure_filter {
 namespace {

@@ -9,9 +9,9 @@
 #include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.pb.h"
-#include "src/server/admin_audit_interceptor.h"
-#include "src/server/log_rate_limiter.h"
-#include "src/server/tls_credentials.h"
+#include "src/base/log_rate_limiter.h"
+#include "src/server/security/admin_audit_interceptor.h"
+#include "src/server/security/tls_credentials.h"
 #include "src/server/unowned_users.h"
 
 namespace exposure_filter {

@@ -12,23 +12,23 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
-#include "src/server/admission_gate.h"
-#include "src/server/admin_audit.h"
-#include "src/server/authorization_metrics.h"
-#include "src/server/rpc_authorizer.h"
+#include "src/cluster/replica_ownership.h"
+#include "src/ingest/kafka_ingest.h"
 #include "src/persist/store_durability.h"
-#include "src/server/admin_http_server.h"
-#include "src/server/durability_metrics.h"
+#include "src/server/admission_gate.h"
+#include "src/server/config/server_config.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/exposure_filter_metrics.h"
 #include "src/server/exposure_filter_service.h"
-#include "src/server/grpc_server_metrics.h"
 #include "src/server/kafka_exposure_sink.h"
-#include "src/server/kafka_ingest_metrics.h"
-#include "src/ingest/kafka_ingest.h"
-#include "src/cluster/replica_ownership.h"
-#include "src/server/process_metrics.h"
-#include "src/server/server_config.h"
+#include "src/server/observability/admin_http_server.h"
+#include "src/server/observability/durability_metrics.h"
+#include "src/server/observability/grpc_server_metrics.h"
+#include "src/server/observability/kafka_ingest_metrics.h"
+#include "src/server/observability/process_metrics.h"
+#include "src/server/security/admin_audit.h"
+#include "src/server/security/authorization_metrics.h"
+#include "src/server/security/rpc_authorizer.h"
 #include "src/server/user_ownership_gate.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
@@ -65,8 +65,9 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_, metrics_, process_metrics_, durability_metrics_,
-            admission_, kafka_metrics_, authorization_metrics_};
+    return {grpc_metrics_,         metrics_,   process_metrics_,
+            durability_metrics_,   admission_, kafka_metrics_,
+            authorization_metrics_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }

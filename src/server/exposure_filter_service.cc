@@ -5,7 +5,7 @@
 #include <string>
 
 #include "exposure_filter/owner_hint.h"
-#include "src/server/log_rate_limiter.h"
+#include "src/base/log_rate_limiter.h"
 #include "src/server/request_parser.h"
 
 namespace exposure_filter {

@@ -6,8 +6,8 @@
 #define EXPOSURE_FILTER_SRC_SERVER_KAFKA_EXPOSURE_SINK_H_
 
 #include "src/ingest/exposure_sink.h"
+#include "src/server/config/server_config.h"
 #include "src/server/exposure_filter_handlers.h"
-#include "src/server/server_config.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
 

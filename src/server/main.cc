@@ -11,9 +11,9 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "src/server/config/server_flags.h"
 #include "src/server/exposure_filter_server.h"
-#include "src/server/protobuf_log.h"
-#include "src/server/server_flags.h"
+#include "src/server/observability/protobuf_log.h"
 
 int main(int argc, char** argv) {
   using namespace exposure_filter;

@@ -6,20 +6,20 @@
 #define EXPOSURE_FILTER_SRC_SERVER_REQUEST_VALIDATION_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "exposure/v1/exposure_filter.pb.h"
-#include "src/server/server_config.h"
+#include "src/server/config/server_config.h"
 
 namespace exposure_filter {
 
 absl::Status ValidateUserId(absl::string_view field, absl::string_view user_id,
                             const RequestLimits& limits);
 
-absl::Status ValidateRecordExposure(const exposure::v1::RecordExposureRequest& req,
-                                    const RequestLimits& limits,
-                                    int64_t now_ms);
+absl::Status ValidateRecordExposure(
+    const exposure::v1::RecordExposureRequest& req, const RequestLimits& limits,
+    int64_t now_ms);
 
 absl::Status ValidateFilterRecalled(
     const exposure::v1::FilterRecalledRequest& req,

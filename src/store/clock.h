@@ -18,6 +18,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "src/base/monotonic_time.h"
 
 namespace exposure_filter {
 
@@ -29,15 +30,6 @@ class Clock {
   // Milliseconds since an arbitrary origin; never decreases.
   virtual int64_t MonotonicMs() const = 0;
 };
-
-// absl::Time on the monotonic clock (std::chrono::steady_clock), for
-// deadlines and intervals of background work (sweeps, snapshots, log rate
-// limits) that must not stall or fire early when the wall clock steps.
-// Only differences between two readings mean anything.
-inline absl::Time MonotonicTime() {
-  return absl::UnixEpoch() +
-         absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
-}
 
 class SystemClock final : public Clock {
  public:

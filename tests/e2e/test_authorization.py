@@ -50,7 +50,7 @@ write  san:%s
 admin  cn:%s
 """ % (READER_URI, WRITER_DNS, ADMIN_CN)
 
-# Which role each RPC needs (src/server/rpc_roles.cc).
+# Which role each RPC needs (src/server/security/rpc_roles.cc).
 ROLE_OF = {
     "FilterRecalled": "read", "GetFilter": "read", "GetUserStats": "read",
     "Explain": "read", "RecordExposure": "write", "DeleteUser": "admin",

@@ -109,7 +109,7 @@ class UndecodableRequestTest(unittest.TestCase):
                 "string field" % (m.input_type.full_name, f.name, index))
         self.assertEqual(tried, 8)
         # libprotobuf's own line for each of them reaches the log at most
-        # once per 10 s (src/server/protobuf_log.h), not once per request.
+        # once per 10 s (src/server/observability/protobuf_log.h), not once per request.
         utf8_lines = [l for l in self.server.log().splitlines()
                       if "invalid UTF-8 data" in l]
         self.assertGreaterEqual(len(utf8_lines), 1)

@@ -4,7 +4,7 @@
 // receives the bytes and parses them itself (how a service answers
 // INVALID_ARGUMENT for undecodable requests). A real server over loopback,
 // a stand-in DeleteUser, the audit line captured from its logger.
-#include "src/server/admin_audit_interceptor.h"
+#include "src/server/security/admin_audit_interceptor.h"
 
 #include <grpcpp/grpcpp.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -17,7 +17,7 @@
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/server/admin_audit.h"
+#include "src/server/security/admin_audit.h"
 
 namespace exposure_filter {
 namespace {

@@ -18,13 +18,13 @@
 #include "exposure/v1/exposure_filter.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/server/admin_audit.h"
-#include "src/server/authorization_metrics.h"
-#include "src/server/authorization_policy.h"
-#include "src/server/caller_identity.h"
-#include "src/server/rpc_authorizer.h"
-#include "src/server/rpc_roles.h"
-#include "src/server/server_flags.h"
+#include "src/server/config/server_flags.h"
+#include "src/server/security/admin_audit.h"
+#include "src/server/security/authorization_metrics.h"
+#include "src/server/security/authorization_policy.h"
+#include "src/server/security/caller_identity.h"
+#include "src/server/security/rpc_authorizer.h"
+#include "src/server/security/rpc_roles.h"
 
 ABSL_DECLARE_FLAG(std::string, authz_policy);
 ABSL_DECLARE_FLAG(bool, audit_hash_user_ids);

@@ -20,8 +20,8 @@
 #include "src/persist/store_durability.h"
 #include "src/persist/wal_reader.h"
 #include "src/persist/wal_record.h"
+#include "src/server/config/server_config.h"
 #include "src/server/exposure_filter_handlers.h"
-#include "src/server/server_config.h"
 #include "tests/persist/persist_test_util.h"
 #include "tests/store/store_test_util.h"
 

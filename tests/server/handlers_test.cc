@@ -15,8 +15,8 @@
 #include "exposure_filter/filter_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/server/config/server_config.h"
 #include "src/server/exposure_filter_handlers.h"
-#include "src/server/server_config.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
@@ -331,7 +331,8 @@ TEST_F(ExposureFilterHandlersTest, KeepMaskLengthIsCeilNOver8WithZeroPadding) {
   }
 }
 
-TEST_F(ExposureFilterHandlersTest, KeepMaskAgreesWithKeptIdsForEveryBytePattern) {
+TEST_F(ExposureFilterHandlersTest,
+       KeepMaskAgreesWithKeptIdsForEveryBytePattern) {
   Build(RequestLimits{}, 8);
   // Candidate c is recorded iff bit c % 8 of c / 8 is set: the 256 bytes of
   // the mask run through every pattern of removed bits (the mask is packed 8
@@ -353,16 +354,18 @@ TEST_F(ExposureFilterHandlersTest, KeepMaskAgreesWithKeptIdsForEveryBytePattern)
       kept_by_mask.push_back(c);
     }
   }
-  EXPECT_THAT(kept_by_mask, ElementsAreArray(ids.kept_ids().begin(),
-                                             ids.kept_ids().end()));
+  EXPECT_THAT(kept_by_mask,
+              ElementsAreArray(ids.kept_ids().begin(), ids.kept_ids().end()));
   EXPECT_EQ(mask.removed_count(), candidates.size() - kept_by_mask.size());
   EXPECT_EQ(mask.removed_count(), ids.removed_count());
   // No false negatives; false positives only at the filter's small rate.
   for (uint64_t c : recorded) {
-    EXPECT_FALSE(std::binary_search(kept_by_mask.begin(), kept_by_mask.end(), c))
+    EXPECT_FALSE(
+        std::binary_search(kept_by_mask.begin(), kept_by_mask.end(), c))
         << c;
   }
-  EXPECT_GT(kept_by_mask.size(), (candidates.size() - recorded.size()) * 9 / 10);
+  EXPECT_GT(kept_by_mask.size(),
+            (candidates.size() - recorded.size()) * 9 / 10);
   // Padding bits past the last candidate are zero.
   EXPECT_EQ(static_cast<uint8_t>(mask.keep_mask().back()) >> 5, 0);
 }

@@ -9,10 +9,10 @@
 #include "absl/time/time.h"
 #include "exposure/v1/exposure_filter.pb.h"
 #include "gtest/gtest.h"
-#include "src/server/grpc_server_metrics.h"
-#include "src/server/log_rate_limiter.h"
-#include "src/server/process_metrics.h"
-#include "src/server/striped_metrics.h"
+#include "src/base/log_rate_limiter.h"
+#include "src/server/observability/grpc_server_metrics.h"
+#include "src/server/observability/process_metrics.h"
+#include "src/server/observability/striped_metrics.h"
 
 namespace exposure_filter {
 namespace {

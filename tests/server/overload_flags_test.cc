@@ -8,7 +8,7 @@
 #include "absl/flags/flag.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/server/server_flags.h"
+#include "src/server/config/server_flags.h"
 
 ABSL_DECLARE_FLAG(int64_t, grpc_memory_quota_bytes);
 ABSL_DECLARE_FLAG(int, max_concurrent_streams);

@@ -1,6 +1,6 @@
 // Flags and their EXPOSURE_FILTER_* environment overrides. Flags and the
 // environment are process-global: every test restores both.
-#include "src/server/server_flags.h"
+#include "src/server/config/server_flags.h"
 
 #include <cstdlib>
 #include <string>

@@ -2,7 +2,7 @@
 // checks of ServerCredentialsFor on files made at test time with Debian's
 // openssl. The handshakes themselves are tested end to end in
 // tests/e2e/test_tls.py.
-#include "src/server/tls_credentials.h"
+#include "src/server/security/tls_credentials.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/server/server_flags.h"
+#include "src/server/config/server_flags.h"
 
 ABSL_DECLARE_FLAG(std::string, tls_cert);
 ABSL_DECLARE_FLAG(std::string, tls_key);

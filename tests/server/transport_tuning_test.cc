@@ -1,4 +1,4 @@
-#include "src/server/transport_tuning.h"
+#include "src/server/config/transport_tuning.h"
 
 #include <gtest/gtest.h>
 
