@@ -31,9 +31,12 @@ for mode in "${modes[@]}"; do
     *) echo "restart_time: mode is cold or warm, not $mode" >&2; exit 2 ;;
   esac
   load=$(cut -d' ' -f1-3 /proc/loadavg)
+  # Emptied here, not by the child's redirection, which may happen after
+  # the loop below has already read the previous run's line.
+  : >"$log"
   # Port 0 and no admin port: runs beside any other server on the machine.
   "$SERVER" --data_dir="$data_dir" --listen=127.0.0.1:0 --admin_listen= \
-    >"$log" 2>&1 &
+    >>"$log" 2>&1 &
   pid=$!
   line=
   while kill -0 "$pid" 2>/dev/null; do
