@@ -2,15 +2,14 @@
 // walks a mapping of it front to back (recovery's snapshot and log
 // segments).
 //
-// Why: a mapped file read cold is read by page faults, and a fault that
-// finds no page waits for the kernel's readahead window to arrive, so the
-// parser and the disk take turns instead of overlapping; on a busy machine
-// every wait also gives the CPU away. Measured (docs/durability.md,
-// "Figures"): 10 M users, a 4.66 GB snapshot, recovered in 61 s cold
-// against 17 s warm, with 22,700 context switches against 1,300. A second
-// thread that asks the kernel for the file chunk after chunk keeps the disk
-// busy while the parser works: a cold start then costs about
-// max(disk time, CPU time) instead of their sum.
+// Why (measured, docs/durability.md "Snapshot and restart time"): a mapped
+// snapshot read cold, by page faults alone, recovered 10 M users in
+// 47.8-61.7 s and spent twice the user CPU of a warm run (32.5-33.1 s
+// against 12-20 s); with this thread asking the kernel for the file ahead
+// of the decoder, the alternated cold runs took 29.6-29.7 s and the CPU of
+// a warm one (16.5-17.3 s). Few voluntary context switches either way, so
+// it is not simply time spent waiting for the disk; why faulting a cold
+// mapping costs that CPU is not established.
 //
 // It only hints (posix_fadvise POSIX_FADV_WILLNEED: the kernel starts the
 // reads, nothing is copied into this process), so correctness never depends
