@@ -5,7 +5,7 @@
 // Why (measured, docs/durability.md "Snapshot and restart time"): a mapped
 // snapshot read cold, by page faults alone, recovered 10 M users in
 // 47.8-61.7 s and spent twice the user CPU of a warm run (32.5-33.1 s
-// against 12-20 s); with this thread asking the kernel for the file ahead
+// against 14.1-20.4 s); with this thread asking the kernel for the file ahead
 // of the decoder, the alternated cold runs took 29.6-29.7 s and the CPU of
 // a warm one (16.5-17.3 s). Few voluntary context switches either way, so
 // it is not simply time spent waiting for the disk; why faulting a cold
