@@ -25,9 +25,14 @@ inline constexpr char kSkipNoHeapFigures[] =
 // tests/server/disk_fault_server_test.cc: mounting a tmpfs needs root (and
 // CAP_SYS_ADMIN in a container); the reason is followed by the error.
 inline constexpr char kSkipNoTmpfs[] = "environment skip: tmpfs unavailable";
+// tests/persist/file_prefetcher_test.cc: a file on a memory file system
+// ($TMPDIR on tmpfs) never leaves the page cache, so prefetching it into
+// the cache cannot be observed.
+inline constexpr char kSkipNoPageCacheDrop[] =
+    "environment skip: $TMPDIR keeps files in memory (tmpfs)";
 
 inline constexpr std::string_view kEnvironmentSkips[] = {
-    kSkipNoAvx2, kSkipNoHeapFigures, kSkipNoTmpfs};
+    kSkipNoAvx2, kSkipNoHeapFigures, kSkipNoTmpfs, kSkipNoPageCacheDrop};
 
 inline bool IsEnvironmentSkip(std::string_view message) {
   for (std::string_view reason : kEnvironmentSkips) {
