@@ -53,7 +53,7 @@ class FilterView {
     uint32_t num_blocks = 0;
     uint32_t item_count = 0;  // format 1 only (informational); 0 in format 2
     int k = 0;
-    int level = 0;  // position in its slice, 0 first
+    int level = 0;                          // position in its slice, 0 first
     const unsigned char* blocks = nullptr;  // num_blocks * 64 bytes
   };
   // A Golomb-Rice coded fingerprint run (format 2).

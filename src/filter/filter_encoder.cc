@@ -109,9 +109,8 @@ void EmitParts(const FilterParts* parts, const FilterPolicy& policy,
 
 }  // namespace
 
-uint64_t EncodeFilterParts(const FilterParts* parts,
-                           const FilterPolicy& policy, int64_t now_ms,
-                           std::string* out) {
+uint64_t EncodeFilterParts(const FilterParts* parts, const FilterPolicy& policy,
+                           int64_t now_ms, std::string* out) {
   out->clear();
   EmitParts(parts, policy, now_ms, [&](const void* p, size_t n) {
     out->append(static_cast<const char*>(p), n);
@@ -127,9 +126,8 @@ uint64_t FilterPartsFingerprint(const FilterParts* parts,
                                 const FilterPolicy& policy, int64_t now_ms) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  EmitParts(parts, policy, now_ms, [&](const void* p, size_t n) {
-    XXH3_64bits_update(&state, p, n);
-  });
+  EmitParts(parts, policy, now_ms,
+            [&](const void* p, size_t n) { XXH3_64bits_update(&state, p, n); });
   return XXH3_64bits_digest(&state);
 }
 
@@ -140,8 +138,8 @@ uint64_t EncodeFilter(const UserFilter* filter, const FilterPolicy& policy,
   return EncodeFilterParts(&parts, policy, now_ms, out);
 }
 
-uint64_t FilterFingerprint(const UserFilter* filter,
-                           const FilterPolicy& policy, int64_t now_ms) {
+uint64_t FilterFingerprint(const UserFilter* filter, const FilterPolicy& policy,
+                           int64_t now_ms) {
   if (filter == nullptr) return FilterPartsFingerprint(nullptr, policy, now_ms);
   const FilterParts parts = filter->ToParts();
   return FilterPartsFingerprint(&parts, policy, now_ms);

@@ -23,9 +23,8 @@ namespace exposure_filter {
 // at `now_ms`) to *out (cleared first) and returns its checksum. Slices with
 // no content and runs with no fingerprint are left out (they claim
 // nothing). `parts` may be null: an unknown user has an empty filter.
-uint64_t EncodeFilterParts(const FilterParts* parts,
-                           const FilterPolicy& policy, int64_t now_ms,
-                           std::string* out);
+uint64_t EncodeFilterParts(const FilterParts* parts, const FilterPolicy& policy,
+                           int64_t now_ms, std::string* out);
 // The checksum EncodeFilterParts would return, without building the bytes.
 uint64_t FilterPartsFingerprint(const FilterParts* parts,
                                 const FilterPolicy& policy, int64_t now_ms);
@@ -33,8 +32,8 @@ uint64_t FilterPartsFingerprint(const FilterParts* parts,
 // The same for a UserFilter (taken apart with ToParts); `filter` may be null.
 uint64_t EncodeFilter(const UserFilter* filter, const FilterPolicy& policy,
                       int64_t now_ms, std::string* out);
-uint64_t FilterFingerprint(const UserFilter* filter,
-                           const FilterPolicy& policy, int64_t now_ms);
+uint64_t FilterFingerprint(const UserFilter* filter, const FilterPolicy& policy,
+                           int64_t now_ms);
 
 // 16 lowercase hex digits of a fingerprint: the GetFilter `version`.
 std::string FilterVersionString(uint64_t fingerprint);

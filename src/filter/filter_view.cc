@@ -62,7 +62,8 @@ double MeasuredSegmentFpRate(const FilterView::Segment& s) {
   for (uint32_t b = 0; b < s.num_blocks; ++b) {
     int ones = 0;
     for (uint32_t i = 0; i < kBlockBytes; ++i) {
-      ones += absl::popcount(static_cast<unsigned>(s.blocks[b * kBlockBytes + i]));
+      ones +=
+          absl::popcount(static_cast<unsigned>(s.blocks[b * kBlockBytes + i]));
     }
     sum += std::pow(ones / double{kBlockBits}, s.k);
   }
@@ -157,7 +158,8 @@ absl::StatusOr<FilterView> FilterView::ParseV1(absl::string_view bytes) {
     s.level = h[25];
     if (absl::Status st = CheckSegment(s, i); !st.ok()) return st;
     if (s.end_ms <= s.start_ms) {
-      return Malformed(absl::StrCat("segment ", i, " ends before it starts"));
+      return Malformed(
+          absl::StrCat("segment ", i, " does not end after it starts"));
     }
     // Slices: a run of segments sharing start_ms/end_ms, levels 0, 1, ...;
     // slices in ascending start order, all one span, at most 8.
@@ -166,11 +168,12 @@ absl::StatusOr<FilterView> FilterView::ParseV1(absl::string_view bytes) {
     if (same_slice) {
       Slice& slice = view.slices_.back();
       if (slice.end_ms != s.end_ms) {
-        return Malformed(absl::StrCat("segment ", i,
-                                      " has its slice's start but not its end"));
+        return Malformed(absl::StrCat(
+            "segment ", i, " has its slice's start but not its end"));
       }
       if (s.level != slice.num_segments ||
-          slice.num_segments >= static_cast<int>(format::kMaxSegmentsPerSlice)) {
+          slice.num_segments >=
+              static_cast<int>(format::kMaxSegmentsPerSlice)) {
         return Malformed(absl::StrCat("segment ", i, " level ", s.level,
                                       " out of order (expected ",
                                       slice.num_segments, ", at most 7)"));
@@ -178,23 +181,23 @@ absl::StatusOr<FilterView> FilterView::ParseV1(absl::string_view bytes) {
       ++slice.num_segments;
     } else {
       if (s.level != 0) {
-        return Malformed(absl::StrCat("segment ", i, " starts a slice at level ",
-                                      s.level, ", not 0"));
+        return Malformed(absl::StrCat(
+            "segment ", i, " starts a slice at level ", s.level, ", not 0"));
       }
       if (!view.slices_.empty()) {
         if (s.start_ms < view.slices_.back().start_ms) {
-          return Malformed(absl::StrCat("segment ", i,
-                                        ": slices not in ascending order"));
+          return Malformed(
+              absl::StrCat("segment ", i, ": slices not in ascending order"));
         }
         if (s.end_ms - s.start_ms != view.slice_span_ms_) {
-          return Malformed(absl::StrCat(
-              "segment ", i, " spans ", s.end_ms - s.start_ms,
-              " ms, other slices ", view.slice_span_ms_));
+          return Malformed(
+              absl::StrCat("segment ", i, " spans ", s.end_ms - s.start_ms,
+                           " ms, other slices ", view.slice_span_ms_));
         }
       }
       if (view.slices_.size() >= format::kMaxSlices) {
-        return Malformed(absl::StrCat("more than ", format::kMaxSlices,
-                                      " slices"));
+        return Malformed(
+            absl::StrCat("more than ", format::kMaxSlices, " slices"));
       }
       view.slice_span_ms_ = s.end_ms - s.start_ms;
       view.slices_.push_back({s.start_ms, s.end_ms,
@@ -263,8 +266,10 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
                                     "slice span ",
                                     span));
     }
-    if (!view.slices_.empty() && slice.start_ms <= view.slices_.back().start_ms) {
-      return Malformed(absl::StrCat("slice ", s, ": slices not in ascending "
+    if (!view.slices_.empty() &&
+        slice.start_ms <= view.slices_.back().start_ms) {
+      return Malformed(absl::StrCat("slice ", s,
+                                    ": slices not in ascending "
                                     "start order"));
     }
     slice.end_ms = slice.start_ms + span;
@@ -292,7 +297,8 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
       seg.num_blocks = static_cast<uint32_t>(GetLe(e, 4));
       seg.k = e[4];
       seg.level = j;
-      if (absl::Status st = CheckSegment(seg, view.segments_.size()); !st.ok()) {
+      if (absl::Status st = CheckSegment(seg, view.segments_.size());
+          !st.ok()) {
         return st;
       }
       view.segments_.push_back(seg);
@@ -305,11 +311,11 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
       const uint64_t len = GetLe(p + offset, 4);
       offset += format::kRunLengthBytes;
       if (len > body_end - offset) {
-        return Malformed(absl::StrCat("run ", index, " of ", len,
-                                      " bytes truncated"));
+        return Malformed(
+            absl::StrCat("run ", index, " of ", len, " bytes truncated"));
       }
-      absl::StatusOr<FingerprintRun> run = FingerprintRun::Parse(
-          std::string_view(bytes.data() + offset, len));
+      absl::StatusOr<FingerprintRun> run =
+          FingerprintRun::Parse(std::string_view(bytes.data() + offset, len));
       if (!run.ok()) {
         return Malformed(
             absl::StrCat("run ", index, ": ", run.status().message()));
@@ -318,9 +324,10 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
         return Malformed(absl::StrCat("run ", index, " is empty"));
       }
       offset += len;
-      view.runs_.push_back({slice.start_ms, slice.end_ms, run->precision(),
-                            run->universe(), run->rice_k(), run->count(),
-                            static_cast<uint32_t>(len - format::kRunHeaderBytes)});
+      view.runs_.push_back(
+          {slice.start_ms, slice.end_ms, run->precision(), run->universe(),
+           run->rice_k(), run->count(),
+           static_cast<uint32_t>(len - format::kRunHeaderBytes)});
       codes.push_back(*std::move(run));
     }
     for (int j = 0; j < slice.num_segments; ++j) {
@@ -440,7 +447,8 @@ double FilterView::EstimatedFpRate() const {
     clean *= 1.0 - p;
   }
   for (const Run& r : runs_) {
-    clean *= 1.0 - static_cast<double>(r.count) / static_cast<double>(r.universe);
+    clean *=
+        1.0 - static_cast<double>(r.count) / static_cast<double>(r.universe);
   }
   return std::clamp(1.0 - clean, 0.0, 1.0);
 }

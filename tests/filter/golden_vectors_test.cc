@@ -160,10 +160,9 @@ int CheckStoredVector(const std::string& path, int format_version) {
   return checked;
 }
 
-const char* const kFormat2Vectors[] = {"empty",       "tiny",
-                                       "multi_slice", "mixed",
-                                       "string_keys", "max_geometry",
-                                       "run_extremes"};
+const char* const kFormat2Vectors[] = {
+    "empty",       "tiny",         "multi_slice", "mixed",
+    "string_keys", "max_geometry", "run_extremes"};
 const char* const kFormat1Vectors[] = {"empty", "tiny", "multi_slice",
                                        "string_keys", "max_geometry"};
 

@@ -173,8 +173,11 @@ Builder MultiSlice() {
       {40, 50, {{19, uint64_t{1} << 19}}},
       {29, 1, {{17, 700000 / 8}}},
       {24, 2500, {{21, 1750000}}},
-      {19, 60, {{19, uint64_t{1} << 19}, {21, uint64_t{1} << 21},
-                {23, uint64_t{1} << 23}}},
+      {19,
+       60,
+       {{19, uint64_t{1} << 19},
+        {21, uint64_t{1} << 21},
+        {23, uint64_t{1} << 23}}},
       {14, 5, {{17, 131072}}},
       {9, 700, {{20, 700000}}},
       {4, 30, {{19, uint64_t{1} << 19}}},
@@ -298,8 +301,8 @@ Builder MaxGeometry() {
     } else if (s == 4) {
       for (int j = 0; j < 255; ++j) {
         const int p = 17 + j % 16;
-        const uint64_t u = j % 2 == 0 ? uint64_t{1} << p
-                                      : (uint64_t{1} << p) - 1 - j;
+        const uint64_t u =
+            j % 2 == 0 ? uint64_t{1} << p : (uint64_t{1} << p) - 1 - j;
         slice.runs.push_back(run(1 + j % 4, p, u));
       }
     } else if (s == 5) {
@@ -331,7 +334,9 @@ Builder RunExtremes() {
     int items;
     int b;
     uint64_t u;
-  } shapes[] = {{20, 1, 1, 2}, {15, 200, 8, 256}, {10, 2, 32, uint64_t{1} << 32},
+  } shapes[] = {{20, 1, 1, 2},
+                {15, 200, 8, 256},
+                {10, 2, 32, uint64_t{1} << 32},
                 {5, 1, 19, uint64_t{1} << 19}};
   for (const auto& shape : shapes) {
     std::vector<uint64_t> ids;
@@ -374,8 +379,8 @@ FilterParts CopyParts(const FilterParts& parts) {
       c.bloom_segments.push_back(seg);
     }
     for (const RunPart& r : s.runs) {
-      c.runs.push_back({*FingerprintRun::Parse(r.run.Serialize()), r.capacity,
-                        r.open});
+      c.runs.push_back(
+          {*FingerprintRun::Parse(r.run.Serialize()), r.capacity, r.open});
     }
     copy.slices.push_back(std::move(c));
   }
@@ -416,8 +421,8 @@ absl::StatusOr<GoldenVector> Finish(std::string name, std::string description,
           v.name, ": UserFilter and its parts disagree on ", what));
     }
     if (view->MayContainHash(h) != c.may_contain) {
-      return absl::InternalError(
-          absl::StrCat(v.name, ": FilterView and the server disagree on ", what));
+      return absl::InternalError(absl::StrCat(
+          v.name, ": FilterView and the server disagree on ", what));
     }
   }
   std::vector<uint8_t> keep(hashes.size());
