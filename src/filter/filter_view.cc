@@ -157,9 +157,11 @@ absl::StatusOr<FilterView> FilterView::ParseV1(absl::string_view bytes) {
     s.k = h[24];
     s.level = h[25];
     if (absl::Status st = CheckSegment(s, i); !st.ok()) return st;
-    if (s.end_ms <= s.start_ms) {
-      return Malformed(
-          absl::StrCat("segment ", i, " does not end after it starts"));
+    // Event times are non-negative, so are slices; with end > start >= 0
+    // the span end - start cannot overflow.
+    if (s.start_ms < 0 || s.end_ms <= s.start_ms) {
+      return Malformed(absl::StrCat(
+          "segment ", i, " does not cover [start_ms, end_ms) with 0 <= start"));
     }
     // Slices: a run of segments sharing start_ms/end_ms, levels 0, 1, ...;
     // slices in ascending start order, all one span, at most 8.

@@ -331,9 +331,9 @@ class FilterView:
              _pad) = _SEGMENT1.unpack_from(data, HEADER1_BYTES
                                            + i * SEGMENT1_BYTES)
             cls._check_segment(i, num_blocks, k)
-            if end_ms <= start_ms:
-                raise MalformedFilter("segment %d does not end after it starts"
-                                      % i)
+            if start_ms < 0 or end_ms <= start_ms:
+                raise MalformedFilter("segment %d does not cover [start_ms, "
+                                      "end_ms) with 0 <= start" % i)
             if slices and slices[-1].start_ms == start_ms:
                 sl = slices[-1]
                 if sl.end_ms != end_ms:
