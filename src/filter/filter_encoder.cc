@@ -27,9 +27,11 @@ void PutU64(unsigned char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
-// The server never builds a filter the format cannot carry (FilterPolicy
-// bounds live slices and segments; a run's precision ladder bounds runs), so
-// a violation is a bug: stop rather than serve bytes every decoder rejects.
+// The server never builds a filter the u8 counts cannot carry (UserFilter
+// holds at most 255 slices and 8 segments per slice; a slice's run ladder
+// stays far below 255 runs, each new run costing a bit of precision, b <=
+// 32), so a violation is a bug: stop rather than serve bytes a decoder
+// could misread.
 [[noreturn]] void FormatBoundViolated(const char* what, size_t value) {
   std::fprintf(stderr, "filter_encoder: %s = %zu exceeds format 2's bound\n",
                what, value);
@@ -64,9 +66,12 @@ void EmitParts(const FilterParts* parts, const FilterPolicy& policy,
       live.push_back(std::move(ls));
     }
   }
-  if (live.size() > format::kMaxSlices) {
-    FormatBoundViolated("live slices", live.size());
-  }
+  // More than 8 live slices only if the wall clock stepped back past slices
+  // already written (FilterPolicy allows at most 8 at any one time). The
+  // filter is still encoded whole: decoders refuse it with "slice count
+  // exceeds 8" (and the client falls back to FilterRecalled), never answer
+  // from part of it. A UserFilter holds at most 255 slices, the u8's range.
+  if (live.size() > 255) FormatBoundViolated("live slices", live.size());
   unsigned char header[format::kHeader2Bytes] = {};
   std::memcpy(header, format::kMagic, 4);
   PutU16(header + 4, format::kVersion2);
