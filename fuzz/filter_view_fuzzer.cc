@@ -63,8 +63,8 @@ void Exercise(absl::string_view bytes) {
     Check(!v1 && r.precision >= 1 && r.precision <= 32);
     Check(r.universe >= 2 && r.universe <= (uint64_t{1} << r.precision));
     Check(r.count >= 1 && r.count <= r.universe);
-    total += format::kRunLengthBytes + format::kRunHeaderBytes +
-             r.payload_bytes;
+    total +=
+        format::kRunLengthBytes + format::kRunHeaderBytes + r.payload_bytes;
   }
   Check(total == bytes.size());
   // Probe the first and last block of every segment and a spread between.

@@ -238,9 +238,8 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
         absl::StatusOr<DecodedUserRecord> record =
             DecodeUserRecord(frame.type, frame.body);
         if (!record.ok()) {
-          return Malformed(absl::StrCat("User (", record.status().message(),
-                                        ")"),
-                           offset);
+          return Malformed(
+              absl::StrCat("User (", record.status().message(), ")"), offset);
         }
         auto it = by_id.find(record->surface_id);
         if (it == by_id.end())
@@ -249,9 +248,9 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
         absl::StatusOr<UserFilter> parts_filter = UserFilter::FromParts(
             it->second->policy, std::move(record->parts), "");
         if (!parts_filter.ok()) {
-          return Malformed(absl::StrCat("User (",
-                                        parts_filter.status().message(), ")"),
-                           offset);
+          return Malformed(
+              absl::StrCat("User (", parts_filter.status().message(), ")"),
+              offset);
         }
         UserFilter filter = *std::move(parts_filter);
         ++users;

@@ -64,8 +64,8 @@ bool EncodeUserRecord(uint16_t surface_id, absl::string_view user_id,
                       const UserFilter& filter, const FilterPolicy& policy,
                       int64_t now_ms, std::string* body) {
   if (!filter.HasLiveSlices(policy, now_ms)) return false;
-  return EncodeUserParts(surface_id, user_id, filter.ToParts(), policy,
-                         now_ms, body);
+  return EncodeUserParts(surface_id, user_id, filter.ToParts(), policy, now_ms,
+                         body);
 }
 
 absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
@@ -82,7 +82,8 @@ absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
   }
   if (out.user_id.empty()) return Bad("empty user id");
   if (!r.U8(&slices) || slices == 0 || slices > kMaxSlices) {
-    return Bad(absl::StrCat("slice count ", slices, " outside 1..", kMaxSlices));
+    return Bad(
+        absl::StrCat("slice count ", slices, " outside 1..", kMaxSlices));
   }
   int64_t prev_index = std::numeric_limits<int64_t>::min();
   for (int i = 0; i < slices; ++i) {
@@ -97,8 +98,8 @@ absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
       return Bad(absl::StrCat("slice ", i, " index not ascending"));
     }
     prev_index = slice.index;
-    if (segments > FilterPolicy::kMaxSegmentsPerSlice ||
-        segments + runs == 0 || (!v2 && segments == 0)) {
+    if (segments > FilterPolicy::kMaxSegmentsPerSlice || segments + runs == 0 ||
+        (!v2 && segments == 0)) {
       return Bad(absl::StrCat("slice ", i, " holds ", segments,
                               " Bloom segments and ", runs, " runs"));
     }
@@ -107,8 +108,7 @@ absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
       uint8_t k = 0;
       uint64_t count = 0, capacity = 0;
       absl::string_view bits;
-      if (!r.U32(&blocks) || !r.U8(&k) || !r.U64(&count) ||
-          !r.U64(&capacity)) {
+      if (!r.U32(&blocks) || !r.U8(&k) || !r.U64(&count) || !r.U64(&capacity)) {
         return Bad(absl::StrCat("slice ", i, " segment ", j, " truncated"));
       }
       if (blocks == 0 || blocks > kMaxBlocks || k < kMinProbes ||
@@ -118,7 +118,8 @@ absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
                                 " out of range"));
       }
       if (!r.Bytes(size_t{blocks} * kBlockBytes, &bits)) {
-        return Bad(absl::StrCat("slice ", i, " segment ", j, " bits truncated"));
+        return Bad(
+            absl::StrCat("slice ", i, " segment ", j, " bits truncated"));
       }
       BloomSegment seg(blocks, k, capacity);
       // memcpy underneath: the mapped bytes need not be aligned.
@@ -139,8 +140,8 @@ absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
         return Bad(absl::StrCat("slice ", i, " run ", j, " open flag ", open));
       }
       part.open = open == 1;
-      absl::StatusOr<FingerprintRun> run = FingerprintRun::Parse(
-          std::string_view(bytes.data(), bytes.size()));
+      absl::StatusOr<FingerprintRun> run =
+          FingerprintRun::Parse(std::string_view(bytes.data(), bytes.size()));
       if (!run.ok()) {
         return Bad(absl::StrCat("slice ", i, " run ", j, ": ",
                                 run.status().message()));

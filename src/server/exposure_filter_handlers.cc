@@ -302,9 +302,9 @@ absl::Status ExposureFilterHandlers::GetFilter(
         "if_version: longer than any version this server issues");
   }
   if (req.accepted_formats_size() > 16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "accepted_formats: ", req.accepted_formats_size(),
-        " entries, at most 16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("accepted_formats: ", req.accepted_formats_size(),
+                     " entries, at most 16"));
   }
   // A client that says which formats it reads and does not read ours gets
   // a clear refusal instead of bytes it would reject (or, worse, misread).

@@ -43,7 +43,8 @@ struct Row {
 struct Manifest {
   int64_t generated_at_ms = 0;
   // (surface, user) -> phases (1 snapshot, 2 log, 3 both) and rows.
-  std::map<std::pair<std::string, std::string>, std::pair<int, std::vector<Row>>>
+  std::map<std::pair<std::string, std::string>,
+           std::pair<int, std::vector<Row>>>
       users;
 };
 
@@ -126,8 +127,9 @@ class Format1UpgradeTest : public ::testing::Test {
         const Row& r = user.second[i];
         const bool claimed = keep[i] == 0;
         if (r.recorded) {
-          EXPECT_TRUE(claimed) << "false negative after the upgrade: "
-                               << surface << "/" << user_id << " " << r.item;
+          EXPECT_TRUE(claimed)
+              << "false negative after the upgrade: " << surface << "/"
+              << user_id << " " << r.item;
         }
         // Users held only in format-1 snapshot records keep their Bloom
         // bits as they were: the very same answers, false positives too.
@@ -152,7 +154,8 @@ class Format1UpgradeTest : public ::testing::Test {
 // version-1 user records only.
 TEST_F(Format1UpgradeTest, FixtureSnapshotHoldsFormat1UserRecords) {
   int v1 = 0, v2 = 0;
-  for (const auto& e : std::filesystem::directory_iterator(kFixture + "/data")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(kFixture + "/data")) {
     if (e.path().extension() != ".efs") continue;
     const std::string data = ReadFile(e.path().string());
     size_t offset = kFileHeaderBytes;
@@ -176,8 +179,7 @@ TEST_F(Format1UpgradeTest, EveryUserIsKeptWithTheSameAnswers) {
   EXPECT_GT(l->report.wal_records, 0u);
   EXPECT_FALSE(l->report.corrupt) << l->report.corruption;
   for (const auto& [who, user] : manifest_.users) {
-    EXPECT_TRUE(l->s.store
-                    ->GetUserStats(l->s.surface(who.first), who.second)
+    EXPECT_TRUE(l->s.store->GetUserStats(l->s.surface(who.first), who.second)
                     .has_value())
         << who.first << "/" << who.second << " lost in the upgrade";
   }
