@@ -14,7 +14,6 @@ namespace {
 // Bounds the decoder enforces (the writer stays far inside them).
 constexpr uint32_t kMaxBlocks = uint32_t{1} << 26;  // portable format's
 constexpr int kMaxSlices = 64;
-constexpr int kMaxRuns = 255;
 
 absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(std::string(what));
@@ -39,7 +38,6 @@ bool EncodeUserParts(uint16_t surface_id, absl::string_view user_id,
     PutI64(body, s.min_event_ms);
     PutI64(body, s.max_event_ms);
     PutU8(body, static_cast<uint8_t>(s.bloom_segments.size()));
-    PutU8(body, static_cast<uint8_t>(s.runs.size()));
     for (const BloomSegment& seg : s.bloom_segments) {
       PutU32(body, seg.num_blocks());
       PutU8(body, static_cast<uint8_t>(seg.k()));
@@ -49,6 +47,7 @@ bool EncodeUserParts(uint16_t surface_id, absl::string_view user_id,
       // (x86-64, aarch64), which is the file's byte order.
       body->append(reinterpret_cast<const char*>(seg.words()), seg.bit_bytes());
     }
+    PutU8(body, static_cast<uint8_t>(s.runs.size()));
     for (const RunPart& r : s.runs) {
       const std::string run = r.run.Serialize();
       PutU32(body, r.capacity);
@@ -90,18 +89,17 @@ absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
     SlicePart slice;
     uint8_t segments = 0, runs = 0;
     if (!r.I64(&slice.index) || !r.I64(&slice.min_event_ms) ||
-        !r.I64(&slice.max_event_ms) || !r.U8(&segments) ||
-        (v2 && !r.U8(&runs))) {
+        !r.I64(&slice.max_event_ms) || !r.U8(&segments)) {
       return Bad(absl::StrCat("slice ", i, " header truncated"));
     }
     if (slice.index <= prev_index) {
       return Bad(absl::StrCat("slice ", i, " index not ascending"));
     }
     prev_index = slice.index;
-    if (segments > FilterPolicy::kMaxSegmentsPerSlice || segments + runs == 0 ||
+    if (segments > FilterPolicy::kMaxSegmentsPerSlice ||
         (!v2 && segments == 0)) {
-      return Bad(absl::StrCat("slice ", i, " holds ", segments,
-                              " Bloom segments and ", runs, " runs"));
+      return Bad(
+          absl::StrCat("slice ", i, " holds ", segments, " Bloom segments"));
     }
     for (int j = 0; j < segments; ++j) {
       uint32_t blocks = 0;
@@ -126,7 +124,12 @@ absl::StatusOr<DecodedUserRecord> DecodeUserRecord(uint8_t type,
       seg.Assign(reinterpret_cast<const uint64_t*>(bits.data()), count);
       slice.bloom_segments.push_back(std::move(seg));
     }
-    static_assert(kMaxRuns >= 255, "u8 run count");
+    if (v2 && !r.U8(&runs)) {
+      return Bad(absl::StrCat("slice ", i, " run count truncated"));
+    }
+    if (segments + runs == 0) {
+      return Bad(absl::StrCat("slice ", i, " holds no segment and no run"));
+    }
     for (int j = 0; j < runs; ++j) {
       RunPart part;
       uint8_t open = 0;

@@ -5,17 +5,21 @@
 // format 2 (issue 15); little-endian, fields in this order:
 //   u16 surface id | string32 user id | u8 S, live slices (1..64)
 //   S x slice: i64 index | i64 min_event_ms | i64 max_event_ms
-//              | u8 G, legacy Bloom segments (0..8) | u8 R, runs (0..255)
+//              | u8 G, legacy Bloom segments (0..8)
 //     G x segment: u32 blocks (1..2^26) | u8 k (1..16) | u64 count
 //                  | u64 capacity (>= 1) | 64 * blocks bytes of bits
+//              | u8 R, runs (0..255)
 //     R x run:     u32 capacity | u8 open (0 or 1) | u32 L
 //                  | L bytes: FingerprintRun::Serialize() (b, Rice k, n,
 //                    U - 1, payload; validated by FingerprintRun::Parse)
 //   (a slice holds G + R >= 1 parts).
 // Version 1 (record type kSnapshotUser = 17), what the previous release
-// wrote: the same without R and runs, and G in 1..8. It is still read (a
-// data directory written by the previous release loads with every user
-// kept: its slices become SlicePart::bloom_segments) but never written.
+// wrote: the same without R and runs, and G in 1..8 (so a version-2 body
+// of Bloom slices is a version-1 body with a 0 after each slice's
+// segments; branch f2core's interim type-18 record has this same layout).
+// It is still read (a data directory written by the previous release loads with
+// every user kept: its slices become SlicePart::bloom_segments) but never
+// written.
 //
 // A release that knows only version 1 stops at a version-2 record with
 // "unknown record type 18 (written by a newer version?)": record types

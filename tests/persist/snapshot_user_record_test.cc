@@ -128,8 +128,14 @@ TEST(SnapshotUserRecordTest, Version1BodiesDecodeToBloomSlices) {
                         legacy.bloom_segments[1].words(),
                         legacy.bloom_segments[1].bit_bytes()),
             0);
-  // The same bytes are not a version-2 body (no run count byte).
+  // The same bytes are not a version-2 body (no run count byte)...
   EXPECT_FALSE(DecodeUserRecord(kSnapshotUserRecordV2, body).ok());
+  // ... and with a 0 run count after the segments they are.
+  body.push_back('\0');
+  absl::StatusOr<DecodedUserRecord> d2 =
+      DecodeUserRecord(kSnapshotUserRecordV2, body);
+  ASSERT_TRUE(d2.ok()) << d2.status();
+  EXPECT_EQ(d2->parts.slices[0].bloom_segments.size(), 2u);
 }
 
 TEST(SnapshotUserRecordTest, MalformedBodiesAreRefused) {
