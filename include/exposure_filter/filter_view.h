@@ -12,11 +12,13 @@
 // a client may still hold one in its cache). Any other version is rejected
 // with a message naming the versions this decoder reads.
 //
-// Bloom segments point into the caller's bytes, which must outlive the view;
-// fingerprint runs are decoded and validated once by Parse (with the
-// server's own decoder, src/filter/fingerprint_run.h) and shared by copies of
-// the view. Parse checks every length and the checksum before any probe reads
-// a byte.
+// A format-1 view's Bloom segments point into the caller's bytes, which must
+// outlive the view (format 2 copies its legacy Bloom blocks to aligned
+// words when they are unaligned, as they usually are; keep the bytes alive
+// anyway); fingerprint runs are decoded and validated once by Parse (with
+// the server's own decoder, src/filter/fingerprint_run.h) and shared by
+// copies of the view. Parse checks every length and the checksum before any
+// probe reads a byte.
 #ifndef EXPOSURE_FILTER_FILTER_VIEW_H_
 #define EXPOSURE_FILTER_FILTER_VIEW_H_
 
@@ -113,6 +115,9 @@ class FilterView {
   std::vector<Run> runs_;
   // The decoded runs, parallel to runs_ (immutable, shared by copies).
   std::shared_ptr<const std::vector<FingerprintRun>> run_codes_;
+  // Format 2's legacy Bloom blocks, copied to 8-byte-aligned words when the
+  // bytes had them unaligned (segments_ then point here; shared by copies).
+  std::shared_ptr<const std::vector<uint64_t>> aligned_blocks_;
   double fp_rate_target_ = 0;
   int64_t slice_span_ms_ = 0;
   uint64_t checksum_ = 0;

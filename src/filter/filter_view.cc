@@ -349,6 +349,26 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
   }
   view.run_codes_ =
       std::make_shared<const std::vector<FingerprintRun>>(std::move(codes));
+  // Format 2's variable-length headers leave legacy Bloom blocks at any byte
+  // offset; the batch kernel reads 8-byte-aligned words. Copy them once into
+  // aligned storage (legacy slices only: they age out within the window).
+  size_t words = 0;
+  bool aligned = true;
+  for (const Segment& seg : view.segments_) {
+    words += size_t{seg.num_blocks} * kBlockWords;
+    aligned &= reinterpret_cast<uintptr_t>(seg.blocks) % alignof(uint64_t) == 0;
+  }
+  if (!aligned) {
+    auto copy = std::make_shared<std::vector<uint64_t>>(words);
+    unsigned char* to = reinterpret_cast<unsigned char*>(copy->data());
+    for (Segment& seg : view.segments_) {
+      const size_t n = size_t{seg.num_blocks} * kBlockBytes;
+      std::memcpy(to, seg.blocks, n);
+      seg.blocks = to;
+      to += n;
+    }
+    view.aligned_blocks_ = std::move(copy);
+  }
   return view;
 }
 
@@ -395,7 +415,7 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
   // Bloom segments: the server's batch kernel. It reads blocks as native
   // 64-bit words, which is the format's little-endian layout only on
   // little-endian hosts, and needs them 8-byte aligned (format 1 from a
-  // std::string's buffer is; format 2's variable headers usually are not).
+  // std::string's buffer is; format 2's are, copied by Parse if need be).
   bool fast = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
   for (const Segment& s : segments_) {
     fast &= reinterpret_cast<uintptr_t>(s.blocks) % alignof(uint64_t) == 0;
