@@ -3,16 +3,27 @@
 // with GetFilter and test candidates locally.
 //
 //   absl::StatusOr<FilterView> view = FilterView::Parse(response.filter());
-//   if (!view.ok()) ...                      // malformed bytes: an error,
-//   never UB bool seen = view->MayContainId(item_id); // same answer as
-//   FilterRecalled
+//   if (!view.ok()) ...                       // malformed bytes: an error,
+//                                             // never UB
+//   bool seen = view->MayContainId(item_id);  // same answer as FilterRecalled
 //
-// The view points into the caller's bytes; they must outlive it. Parse checks
-// every length and the checksum before any probe reads a block.
+// Parse reads format 2 (what the server encodes: per-slice fingerprint runs
+// and legacy Bloom segments) and format 1 (what the previous release served;
+// a client may still hold one in its cache). Any other version is rejected
+// with a message naming the versions this decoder reads.
+//
+// A format-1 view's Bloom segments point into the caller's bytes, which must
+// outlive the view (format 2 copies its legacy Bloom blocks to aligned
+// words when they are unaligned, as they usually are; keep the bytes alive
+// anyway); fingerprint runs are decoded and validated once by Parse (with
+// the server's own decoder, src/filter/fingerprint_run.h) and shared by
+// copies of the view. Parse checks every length and the checksum before any
+// probe reads a byte.
 #ifndef EXPOSURE_FILTER_FILTER_VIEW_H_
 #define EXPOSURE_FILTER_FILTER_VIEW_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,40 +33,93 @@
 
 namespace exposure_filter {
 
+class FingerprintRun;
+
 class FilterView {
  public:
+  // One time slice: event times [start_ms, end_ms). Its Bloom segments are
+  // segments()[first_segment, first_segment + num_segments), its runs
+  // runs()[first_run, first_run + num_runs).
+  struct Slice {
+    int64_t start_ms = 0;
+    int64_t end_ms = 0;
+    int first_segment = 0;
+    int num_segments = 0;
+    int first_run = 0;
+    int num_runs = 0;
+  };
+  // A blocked Bloom segment (format 1, or a legacy slice in format 2).
   struct Segment {
-    int64_t start_ms = 0;  // slice covers event times [start_ms, end_ms)
+    int64_t start_ms = 0;  // its slice covers event times [start_ms, end_ms)
     int64_t end_ms = 0;
     uint32_t num_blocks = 0;
-    uint32_t item_count = 0;
+    uint32_t item_count = 0;  // format 1 only (informational); 0 in format 2
     int k = 0;
-    int level = 0;
+    int level = 0;                          // position in its slice, 0 first
     const unsigned char* blocks = nullptr;  // num_blocks * 64 bytes
+  };
+  // A Golomb-Rice coded fingerprint run (format 2).
+  struct Run {
+    int64_t start_ms = 0;  // its slice covers event times [start_ms, end_ms)
+    int64_t end_ms = 0;
+    int precision = 0;      // b
+    uint64_t universe = 0;  // U
+    int rice_k = 0;
+    uint32_t count = 0;  // n distinct fingerprints
+    uint32_t payload_bytes = 0;
   };
 
   static absl::StatusOr<FilterView> Parse(absl::string_view bytes);
+
+  FilterView();
+  ~FilterView();
+  FilterView(const FilterView&);
+  FilterView& operator=(const FilterView&);
+  FilterView(FilterView&&) noexcept;
+  FilterView& operator=(FilterView&&) noexcept;
 
   bool MayContainHash(uint64_t item_hash) const;
   bool MayContainId(uint64_t id) const;
   bool MayContainKey(absl::string_view key) const;
   // Batch checks, as FilterRecalled's KEEP_MASK: keep[i] = 0 where item i
   // may have been exposed, else 1. `keep` must hold as many bytes as there
-  // are items.
+  // are items. Runs are checked the server's way: the candidates sorted once
+  // by their hash's top 32 bits, then one merge pass per run.
   void KeepMaskIds(absl::Span<const uint64_t> ids, uint8_t* keep) const;
   void KeepMaskKeys(absl::Span<const std::string> keys, uint8_t* keep) const;
   void KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
                       uint8_t* keep) const;
 
+  int format_version() const { return format_version_; }
+  const std::vector<Slice>& slices() const { return slices_; }
   const std::vector<Segment>& segments() const { return segments_; }
+  const std::vector<Run>& runs() const { return runs_; }
   double fp_rate_target() const { return fp_rate_target_; }
+  // Format 2: the surface's slice span; format 1: end_ms - start_ms of the
+  // first slice (0 if there is none).
+  int64_t slice_span_ms() const { return slice_span_ms_; }
   uint64_t checksum() const { return checksum_; }
-  // Estimated P(a fresh item is reported as exposed).
+  // Estimated P(a fresh item is reported as exposed): runs contribute
+  // n / U each, format-2 Bloom segments their measured rate (mean over
+  // blocks of (set bits / 512)^k), format-1 segments the rate expected at
+  // their item_count.
   double EstimatedFpRate() const;
 
  private:
+  static absl::StatusOr<FilterView> ParseV1(absl::string_view bytes);
+  static absl::StatusOr<FilterView> ParseV2(absl::string_view bytes);
+
+  int format_version_ = 0;
+  std::vector<Slice> slices_;
   std::vector<Segment> segments_;
+  std::vector<Run> runs_;
+  // The decoded runs, parallel to runs_ (immutable, shared by copies).
+  std::shared_ptr<const std::vector<FingerprintRun>> run_codes_;
+  // Format 2's legacy Bloom blocks, copied to 8-byte-aligned words when the
+  // bytes had them unaligned (segments_ then point here; shared by copies).
+  std::shared_ptr<const std::vector<uint64_t>> aligned_blocks_;
   double fp_rate_target_ = 0;
+  int64_t slice_span_ms_ = 0;
   uint64_t checksum_ = 0;
 };
 

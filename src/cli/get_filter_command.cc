@@ -80,19 +80,58 @@ int RunGetFilter(const CliArgs& args) {
   f["fpRateTarget"] = Num(view->fp_rate_target());
   f["estimatedFpRate"] = Num(view->EstimatedFpRate());
   f["checksum"] = Str(absl::StrFormat("%016x", view->checksum()));
+  // Items: format 2 counts a run's distinct fingerprints exactly and
+  // carries no count for legacy Bloom segments; format 1 carries the
+  // segments' item_count (inserts the slice did not already claim).
+  f["formatVersion"] = Num(view->format_version());
   uint64_t items = 0;
-  auto* segments = f["segments"].mutable_list_value();
-  for (const FilterView::Segment& s : view->segments()) {
-    items += s.item_count;
-    Struct seg;
-    auto& sf = *seg.mutable_fields();
-    sf["startMs"] = Num(static_cast<double>(s.start_ms));
-    sf["endMs"] = Num(static_cast<double>(s.end_ms));
-    sf["items"] = Num(s.item_count);
-    sf["blocks"] = Num(s.num_blocks);
-    sf["k"] = Num(s.k);
-    sf["level"] = Num(s.level);
-    *segments->add_values()->mutable_struct_value() = std::move(seg);
+  auto* slices = f["slices"].mutable_list_value();
+  std::string slice_text;
+  for (const FilterView::Slice& sl : view->slices()) {
+    Struct slice;
+    auto& sf = *slice.mutable_fields();
+    sf["startMs"] = Num(static_cast<double>(sl.start_ms));
+    sf["endMs"] = Num(static_cast<double>(sl.end_ms));
+    const std::string range = FormatRange(sl.start_ms, sl.end_ms);
+    auto* runs = sf["runs"].mutable_list_value();
+    for (int r = 0; r < sl.num_runs; ++r) {
+      const FilterView::Run& run = view->runs()[sl.first_run + r];
+      items += run.count;
+      Struct rs;
+      auto& rf = *rs.mutable_fields();
+      rf["items"] = Num(run.count);
+      rf["precision"] = Num(run.precision);
+      rf["universe"] = Num(static_cast<double>(run.universe));
+      rf["riceK"] = Num(run.rice_k);
+      rf["bytes"] = Num(run.payload_bytes);
+      *runs->add_values()->mutable_struct_value() = std::move(rs);
+      absl::StrAppendFormat(&slice_text,
+                            "  slice %s  run  %u items  b=%d U=%u k=%d  %u "
+                            "bytes\n",
+                            range, run.count, run.precision, run.universe,
+                            run.rice_k, run.payload_bytes);
+    }
+    auto* segments = sf["bloomSegments"].mutable_list_value();
+    for (int g = 0; g < sl.num_segments; ++g) {
+      const FilterView::Segment& s = view->segments()[sl.first_segment + g];
+      Struct seg;
+      auto& gf = *seg.mutable_fields();
+      gf["blocks"] = Num(s.num_blocks);
+      gf["k"] = Num(s.k);
+      gf["level"] = Num(s.level);
+      if (view->format_version() == 1) {
+        items += s.item_count;
+        gf["items"] = Num(s.item_count);
+      }
+      *segments->add_values()->mutable_struct_value() = std::move(seg);
+      absl::StrAppendFormat(
+          &slice_text, "  slice %s  Bloom level %d  %s%u blocks  k=%d\n", range,
+          s.level,
+          view->format_version() == 1 ? absl::StrCat(s.item_count, " items  ")
+                                      : "",
+          s.num_blocks, s.k);
+    }
+    *slices->add_values()->mutable_struct_value() = std::move(slice);
   }
   f["items"] = Num(static_cast<double>(items));
   auto* checks = f["checks"].mutable_list_value();
@@ -115,16 +154,19 @@ int RunGetFilter(const CliArgs& args) {
     std::fputs(ToJson(summary).c_str(), stdout);
     return kExitOk;
   }
-  std::printf("version %s, %zu bytes, checksum %s\n", resp.version().c_str(),
-              resp.filter().size(), f["checksum"].string_value().c_str());
-  std::printf("fp target %g, estimated fp now %.3g, %zu segments, %llu items\n",
-              view->fp_rate_target(), view->EstimatedFpRate(),
-              view->segments().size(), static_cast<unsigned long long>(items));
-  for (const FilterView::Segment& s : view->segments()) {
-    std::printf("  slice %s  level %d  %u items  %u blocks  k=%d\n",
-                FormatRange(s.start_ms, s.end_ms).c_str(), s.level,
-                s.item_count, s.num_blocks, s.k);
-  }
+  std::printf("version %s, %zu bytes, checksum %s, format %d\n",
+              resp.version().c_str(), resp.filter().size(),
+              f["checksum"].string_value().c_str(), view->format_version());
+  std::printf(
+      "fp target %g, estimated fp now %.3g, %zu slices: %zu runs, %zu legacy "
+      "Bloom segments, %llu items%s\n",
+      view->fp_rate_target(), view->EstimatedFpRate(), view->slices().size(),
+      view->runs().size(), view->segments().size(),
+      static_cast<unsigned long long>(items),
+      view->format_version() == 1 || view->segments().empty()
+          ? ""
+          : " in runs (legacy segments carry no count)");
+  std::fputs(slice_text.c_str(), stdout);
   if (!check_text.empty()) std::printf("local checks:\n%s", check_text.c_str());
   return kExitOk;
 }

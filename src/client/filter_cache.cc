@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "exposure_filter/filter_format.h"
 #include "src/filter/filter_encoder.h"
 
 namespace exposure_filter {
@@ -74,6 +75,10 @@ absl::StatusOr<std::shared_ptr<const PulledFilter>> FilterCache::Get(
   req.set_surface(std::string(surface));
   req.set_user_id(std::string(user_id));
   if (cached != nullptr) req.set_if_version(cached->version());
+  // The versions FilterView reads: a server that moves past them refuses
+  // with FAILED_PRECONDITION instead of sending bytes it cannot parse.
+  req.add_accepted_formats(format::kVersion1);
+  req.add_accepted_formats(format::kVersion2);
   absl::StatusOr<exposure::v1::GetFilterResponse> resp =
       client_->GetFilter(req);
   if (resp.ok() && resp->not_modified() &&

@@ -1,8 +1,9 @@
 #include "src/filter/filter_encoder.h"
 
-#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <limits>
+#include <optional>
 #include <vector>
 
 // XXH3_state_t on the stack needs the static-linking-only declarations.
@@ -11,7 +12,6 @@
 
 #include "absl/strings/str_format.h"
 #include "exposure_filter/filter_format.h"
-#include "exposure_filter/item_hash.h"
 
 namespace exposure_filter {
 namespace {
@@ -27,65 +27,97 @@ void PutU64(unsigned char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
-// Walks the live segments in format order and hands every byte run to
+// The server never builds a filter the u8 counts cannot carry (UserFilter
+// holds at most 255 slices and 8 segments per slice; a slice's run ladder
+// stays far below 255 runs, each new run costing a bit of precision, b <=
+// 32), so a violation is a bug: stop rather than serve bytes a decoder
+// could misread.
+[[noreturn]] void FormatBoundViolated(const char* what, size_t value) {
+  std::fprintf(stderr, "filter_encoder: %s = %zu exceeds format 2's bound\n",
+               what, value);
+  std::abort();
+}
+
+// Walks the live content in format order and hands every byte run to
 // `sink(const void*, size_t)`.
 template <typename Sink>
-void EmitFilter(const UserFilter* filter, const FilterPolicy& policy,
-                int64_t now_ms, Sink&& sink) {
-  struct LiveSegment {
-    int64_t slice_index;
-    UserFilter::Segment segment;  // a view into the filter
-    int level;
+void EmitParts(const FilterParts* parts, const FilterPolicy& policy,
+               int64_t now_ms, Sink&& sink) {
+  struct LiveSlice {
+    const SlicePart* slice;
+    std::vector<const RunPart*> runs;  // non-empty runs, in order
   };
-  std::vector<LiveSegment> live;
-  if (filter != nullptr) {
-    for (const UserFilter::Slice& s : filter->slices()) {
+  std::vector<LiveSlice> live;
+  if (parts != nullptr) {
+    for (const SlicePart& s : parts->slices) {
       if (!policy.SliceLive(s.index, now_ms)) continue;
-      int level = 0;
-      for (const UserFilter::Segment& seg : s.segments) {
-        live.push_back({s.index, seg, level++});
+      LiveSlice ls{&s, {}};
+      for (const RunPart& r : s.runs) {
+        if (r.run.count() > 0) ls.runs.push_back(&r);
       }
+      if (ls.runs.empty() && s.bloom_segments.empty()) continue;
+      if (s.bloom_segments.size() > format::kMaxSegmentsPerSlice) {
+        FormatBoundViolated("Bloom segments in a slice",
+                            s.bloom_segments.size());
+      }
+      if (ls.runs.size() > format::kMaxRunsPerSlice) {
+        FormatBoundViolated("runs in a slice", ls.runs.size());
+      }
+      live.push_back(std::move(ls));
     }
   }
-  unsigned char header[format::kHeaderBytes] = {};
+  // More than 8 live slices only if the wall clock stepped back past slices
+  // already written (FilterPolicy allows at most 8 at any one time). The
+  // filter is still encoded whole: decoders refuse it with "slice count
+  // exceeds 8" (and the client falls back to FilterRecalled), never answer
+  // from part of it. A UserFilter holds at most 255 slices, the u8's range.
+  if (live.size() > 255) FormatBoundViolated("live slices", live.size());
+  unsigned char header[format::kHeader2Bytes] = {};
   std::memcpy(header, format::kMagic, 4);
-  PutU16(header + 4, format::kVersion);
-  PutU16(header + 6, format::kHeaderBytes);
-  PutU64(header + 8, kItemHashSeed);
-  PutU32(header + 16, static_cast<uint32_t>(live.size()));
-  header[20] = format::kHashXxh3_64;
-  header[21] = format::kBlockBytesLog2;
+  PutU16(header + 4, format::kVersion2);
+  header[6] = format::kHashXxh3_64;
+  header[7] = static_cast<unsigned char>(live.size());
   const double fp = policy.fp_rate();
   uint64_t fp_bits;
   std::memcpy(&fp_bits, &fp, 8);
-  PutU64(header + 24, fp_bits);
+  PutU64(header + 8, fp_bits);
+  PutU64(header + 16, static_cast<uint64_t>(policy.slice_span_ms()));
   sink(header, sizeof(header));
 
-  for (const LiveSegment& ls : live) {
-    unsigned char seg[format::kSegmentHeaderBytes] = {};
-    PutU64(seg + 0, static_cast<uint64_t>(policy.SliceStartMs(ls.slice_index)));
-    PutU64(seg + 8, static_cast<uint64_t>(policy.SliceEndMs(ls.slice_index)));
-    PutU32(seg + 16, ls.segment.num_blocks());
-    const uint64_t count = std::min<uint64_t>(
-        ls.segment.count(), std::numeric_limits<uint32_t>::max());
-    PutU32(seg + 20, static_cast<uint32_t>(count));
-    seg[24] = static_cast<unsigned char>(ls.segment.k());
-    seg[25] = static_cast<unsigned char>(ls.level);
-    sink(seg, sizeof(seg));
-  }
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                 "blocks are emitted as in memory: little-endian words");
-  for (const LiveSegment& ls : live) {
-    sink(ls.segment.words(), ls.segment.bit_bytes());
+  for (const LiveSlice& ls : live) {
+    const SlicePart& s = *ls.slice;
+    unsigned char sh[format::kSlice2Bytes];
+    PutU64(sh, static_cast<uint64_t>(policy.SliceStartMs(s.index)));
+    sh[8] = static_cast<unsigned char>(s.bloom_segments.size());
+    sh[9] = static_cast<unsigned char>(ls.runs.size());
+    sink(sh, sizeof(sh));
+    for (const BloomSegment& seg : s.bloom_segments) {
+      unsigned char e[format::kSegment2Bytes];
+      PutU32(e, seg.num_blocks());
+      e[4] = static_cast<unsigned char>(seg.k());
+      sink(e, sizeof(e));
+    }
+    for (const RunPart* r : ls.runs) {
+      const std::string run = r->run.Serialize();
+      unsigned char len[format::kRunLengthBytes];
+      PutU32(len, static_cast<uint32_t>(run.size()));
+      sink(len, sizeof(len));
+      sink(run.data(), run.size());
+    }
+    for (const BloomSegment& seg : s.bloom_segments) {
+      sink(seg.words(), seg.bit_bytes());
+    }
   }
 }
 
 }  // namespace
 
-uint64_t EncodeFilter(const UserFilter* filter, const FilterPolicy& policy,
-                      int64_t now_ms, std::string* out) {
+uint64_t EncodeFilterParts(const FilterParts* parts, const FilterPolicy& policy,
+                           int64_t now_ms, std::string* out) {
   out->clear();
-  EmitFilter(filter, policy, now_ms, [&](const void* p, size_t n) {
+  EmitParts(parts, policy, now_ms, [&](const void* p, size_t n) {
     out->append(static_cast<const char*>(p), n);
   });
   const uint64_t checksum = XXH3_64bits(out->data(), out->size());
@@ -95,14 +127,27 @@ uint64_t EncodeFilter(const UserFilter* filter, const FilterPolicy& policy,
   return checksum;
 }
 
-uint64_t FilterFingerprint(const UserFilter* filter,
-                           const FilterPolicy& policy, int64_t now_ms) {
+uint64_t FilterPartsFingerprint(const FilterParts* parts,
+                                const FilterPolicy& policy, int64_t now_ms) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  EmitFilter(filter, policy, now_ms, [&](const void* p, size_t n) {
-    XXH3_64bits_update(&state, p, n);
-  });
+  EmitParts(parts, policy, now_ms,
+            [&](const void* p, size_t n) { XXH3_64bits_update(&state, p, n); });
   return XXH3_64bits_digest(&state);
+}
+
+uint64_t EncodeFilter(const UserFilter* filter, const FilterPolicy& policy,
+                      int64_t now_ms, std::string* out) {
+  if (filter == nullptr) return EncodeFilterParts(nullptr, policy, now_ms, out);
+  const FilterParts parts = filter->ToParts();
+  return EncodeFilterParts(&parts, policy, now_ms, out);
+}
+
+uint64_t FilterFingerprint(const UserFilter* filter, const FilterPolicy& policy,
+                           int64_t now_ms) {
+  if (filter == nullptr) return FilterPartsFingerprint(nullptr, policy, now_ms);
+  const FilterParts parts = filter->ToParts();
+  return FilterPartsFingerprint(&parts, policy, now_ms);
 }
 
 std::string FilterVersionString(uint64_t fingerprint) {

@@ -6,6 +6,8 @@
 #include <new>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "src/filter/bloom_math.h"
 #include "src/filter/probe_kernel.h"
 
@@ -410,8 +412,9 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
     const uint64_t* w = words;
     for (int j = 0; j < levels; ++j) {
       for (size_t i = 0; i < prefetch; ++i) {
-        __builtin_prefetch(
-            w + size_t{BlockIndex(hashes[i], segs[j].num_blocks)} * kBlockWords);
+        __builtin_prefetch(w +
+                           size_t{BlockIndex(hashes[i], segs[j].num_blocks)} *
+                               kBlockWords);
       }
       w += size_t{segs[j].num_blocks} * kBlockWords;
     }
@@ -479,6 +482,83 @@ bool UserFilter::AppendSlice(SliceData slice) {
   plan.push_back(std::move(s));
   Rebuild(plan, key());
   return true;
+}
+
+// --- Parts -----------------------------------------------------------------
+
+FilterParts UserFilter::ToParts() const {
+  FilterParts parts;
+  for (const Slice& s : slices()) {
+    SlicePart sp;
+    sp.index = s.index;
+    sp.min_event_ms = s.min_event_ms;
+    sp.max_event_ms = s.max_event_ms;
+    for (const Segment& seg : s.segments) {
+      BloomSegment b(seg.num_blocks(), seg.k(), seg.capacity());
+      b.Assign(seg.words(), seg.count());
+      sp.bloom_segments.push_back(std::move(b));
+    }
+    parts.slices.push_back(std::move(sp));
+  }
+  return parts;
+}
+
+absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
+                                                 FilterParts parts,
+                                                 absl::string_view key) {
+  (void)policy;  // format-1 slices carry their own sizing
+  constexpr uint32_t kMaxBlocks = uint32_t{1} << 26;  // the format's limit
+  if (parts.slices.size() > kMaxPartsSlices) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("filter parts hold %d slices, at most %d allowed",
+                        parts.slices.size(), kMaxPartsSlices));
+  }
+  UserFilter f(key);
+  for (size_t i = 0; i < parts.slices.size(); ++i) {
+    SlicePart& sp = parts.slices[i];
+    if (i > 0 && sp.index <= parts.slices[i - 1].index) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "slice %d: index %d does not follow %d (ascending, distinct)", i,
+          sp.index, parts.slices[i - 1].index));
+    }
+    if (sp.min_event_ms > sp.max_event_ms) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("slice %d: min_event_ms %d after max_event_ms %d", i,
+                          sp.min_event_ms, sp.max_event_ms));
+    }
+    if (!sp.runs.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "slice %d: holds %d fingerprint runs; this build reads format-1 "
+          "Bloom slices only",
+          i, sp.runs.size()));
+    }
+    if (sp.bloom_segments.empty() ||
+        sp.bloom_segments.size() > FilterPolicy::kMaxSegmentsPerSlice) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "slice %d: bloom_segments holds %d segments, need 1..%d", i,
+          sp.bloom_segments.size(), FilterPolicy::kMaxSegmentsPerSlice));
+    }
+    for (size_t j = 0; j < sp.bloom_segments.size(); ++j) {
+      const BloomSegment& seg = sp.bloom_segments[j];
+      if (seg.num_blocks() == 0 || seg.num_blocks() > kMaxBlocks ||
+          seg.k() < 1 || seg.k() > 16 || seg.capacity() == 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "slice %d segment %d: num_blocks %d (1..2^26), k %d (1..16), "
+            "capacity %d (>= 1)",
+            i, j, seg.num_blocks(), seg.k(), seg.capacity()));
+      }
+    }
+    SliceData data;
+    data.index = sp.index;
+    data.min_event_ms = sp.min_event_ms;
+    data.max_event_ms = sp.max_event_ms;
+    data.segments = std::move(sp.bloom_segments);
+    if (!f.AppendSlice(std::move(data))) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("slice %d: the filter's tables cannot hold it", i));
+    }
+  }
+  return f;
 }
 
 // --- Reads -----------------------------------------------------------------

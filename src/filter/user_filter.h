@@ -38,10 +38,12 @@
 #include <iterator>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "exposure_filter/bloom_probe.h"
 #include "src/filter/bloom_segment.h"
+#include "src/filter/filter_parts.h"
 #include "src/filter/filter_policy.h"
 
 namespace exposure_filter {
@@ -267,6 +269,22 @@ class UserFilter {
   // the packed tables hold (255 slices, 255 segments, 2^32 - 1 blocks; a
   // live filter has at most 9 slices of 8 segments).
   bool AppendSlice(SliceData slice);
+
+  // Every slice (live or not: call DropExpired first to leave the aged ones
+  // out) as plain parts, for persistence and the wire (filter_parts.h).
+  FilterParts ToParts() const;
+  // The filter `parts` describe, carrying `key`. InvalidArgument naming the
+  // offending slice and field unless: at most kMaxPartsSlices slices in
+  // strictly ascending index order, min_event_ms <= max_event_ms, every slice
+  // holds 1..kMaxSegmentsPerSlice Bloom segments of 1..2^26 blocks, k in
+  // 1..16 and capacity >= 1. (This build keeps format-1 slices only: a slice
+  // with fingerprint runs is rejected.)
+  static absl::StatusOr<UserFilter> FromParts(const FilterPolicy& policy,
+                                              FilterParts parts,
+                                              absl::string_view key);
+  // Most slices FromParts accepts: the snapshot decoder's limit (a live
+  // filter holds at most FilterPolicy::kMaxLiveSlices + 1).
+  static constexpr int kMaxPartsSlices = 64;
 
   // The owner's key ("" if none was given).
   absl::string_view key() const;

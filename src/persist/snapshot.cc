@@ -15,13 +15,14 @@
 #include "src/persist/byte_codec.h"
 #include "src/persist/posix_file.h"
 #include "src/persist/record_frame.h"
+#include "src/persist/snapshot_user_record.h"
 
 namespace exposure_filter {
 namespace {
 
-// Largest segment the decoder accepts (the portable format's limit).
-constexpr uint32_t kMaxBlocks = uint32_t{1} << 26;
-constexpr int kMaxSlices = 64;
+static_assert(kSnapshotUser == kSnapshotUserRecordV1 &&
+                  kSnapshotUserParts == kSnapshotUserRecordV2,
+              "snapshot.h and snapshot_user_record.h name the same types");
 
 void EncodeSurface(const Surface& s, std::string* out) {
   std::string body;
@@ -32,37 +33,6 @@ void EncodeSurface(const Surface& s, std::string* out) {
   PutI64(&body, s.policy.retention_ms());
   PutF64(&body, s.policy.fp_rate());
   AppendFrame(kSnapshotSurface, body, out);
-}
-
-// Appends the user's live slices; false if none is live.
-bool EncodeUser(const Surface& surface, absl::string_view user_id,
-                const UserFilter& filter, int64_t now_ms, std::string* body) {
-  const FilterPolicy& policy = surface.policy;
-  uint8_t live = 0;
-  for (const UserFilter::Slice& s : filter.slices()) {
-    live += policy.SliceLive(s.index, now_ms) ? 1 : 0;
-  }
-  if (live == 0) return false;
-  PutU16(body, surface.id);
-  PutString32(body, user_id);
-  PutU8(body, live);
-  for (const UserFilter::Slice& s : filter.slices()) {
-    if (!policy.SliceLive(s.index, now_ms)) continue;
-    PutI64(body, s.index);
-    PutI64(body, s.min_event_ms);
-    PutI64(body, s.max_event_ms);
-    PutU8(body, static_cast<uint8_t>(s.segments.size()));
-    for (const UserFilter::Segment& seg : s.segments) {
-      PutU32(body, seg.num_blocks());
-      PutU8(body, static_cast<uint8_t>(seg.k()));
-      PutU64(body, seg.count());
-      PutU64(body, seg.capacity());
-      // Words are little-endian in memory on every platform we build for
-      // (x86-64, aarch64), which is the file's byte order.
-      body->append(reinterpret_cast<const char*>(seg.words()), seg.bit_bytes());
-    }
-  }
-  return true;
 }
 
 class SnapshotFile {
@@ -101,46 +71,6 @@ absl::Status Malformed(absl::string_view what, size_t offset) {
       absl::StrCat("malformed ", what, " record at offset ", offset));
 }
 
-// Decodes a User body into a filter; false if malformed.
-bool DecodeUser(absl::string_view body, uint16_t* surface_id,
-                absl::string_view* user_id, UserFilter* filter) {
-  ByteReader r(body);
-  uint8_t slices = 0;
-  if (!r.U16(surface_id) || !r.String32(user_id) || user_id->empty() ||
-      !r.U8(&slices) || slices == 0 || slices > kMaxSlices) {
-    return false;
-  }
-  int64_t prev_index = std::numeric_limits<int64_t>::min();
-  for (int i = 0; i < slices; ++i) {
-    UserFilter::SliceData slice;
-    uint8_t segments = 0;
-    if (!r.I64(&slice.index) || !r.I64(&slice.min_event_ms) ||
-        !r.I64(&slice.max_event_ms) || !r.U8(&segments) || segments == 0 ||
-        segments > FilterPolicy::kMaxSegmentsPerSlice ||
-        slice.index <= prev_index) {
-      return false;
-    }
-    prev_index = slice.index;
-    for (int j = 0; j < segments; ++j) {
-      uint32_t blocks = 0;
-      uint8_t k = 0;
-      uint64_t count = 0, capacity = 0;
-      absl::string_view bits;
-      if (!r.U32(&blocks) || !r.U8(&k) || !r.U64(&count) || !r.U64(&capacity) ||
-          blocks == 0 || blocks > kMaxBlocks || k == 0 || k > 16 ||
-          capacity == 0 || !r.Bytes(size_t{blocks} * kBlockBytes, &bits)) {
-        return false;
-      }
-      BloomSegment seg(blocks, k, capacity);
-      // memcpy underneath: the mapped bytes need not be aligned.
-      seg.Assign(reinterpret_cast<const uint64_t*>(bits.data()), count);
-      slice.segments.push_back(std::move(seg));
-    }
-    if (!filter->AppendSlice(std::move(slice))) return false;
-  }
-  return r.remaining() == 0;
-}
-
 }  // namespace
 
 absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
@@ -174,8 +104,10 @@ absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
                      [&](const Surface& surface, absl::string_view user_id,
                          const UserFilter& filter) {
                        body.clear();
-                       if (!EncodeUser(surface, user_id, filter, now, &body))
+                       if (!EncodeUserRecord(surface.id, user_id, filter,
+                                             surface.policy, now, &body)) {
                          return;
+                       }
                        if (surface_written.size() <= surface.id) {
                          surface_written.resize(surface.id + 1);
                        }
@@ -184,7 +116,7 @@ absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
                          surface_written[surface.id] = true;
                          ++frames;
                        }
-                       AppendFrame(kSnapshotUser, body, &chunk);
+                       AppendFrame(kSnapshotUserParts, body, &chunk);
                        ++frames;
                        ++result.users;
                      });
@@ -301,16 +233,26 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
         by_id[id] = *surface;
         break;
       }
-      case kSnapshotUser: {
-        uint16_t surface_id = 0;
-        absl::string_view user_id;
-        UserFilter filter;
-        if (!DecodeUser(frame.body, &surface_id, &user_id, &filter)) {
-          return Malformed("User", offset);
+      case kSnapshotUser:         // the previous release's (Bloom slices)
+      case kSnapshotUserParts: {  // FilterParts (snapshot_user_record.h)
+        absl::StatusOr<DecodedUserRecord> record =
+            DecodeUserRecord(frame.type, frame.body);
+        if (!record.ok()) {
+          return Malformed(
+              absl::StrCat("User (", record.status().message(), ")"), offset);
         }
-        auto it = by_id.find(surface_id);
+        auto it = by_id.find(record->surface_id);
         if (it == by_id.end())
           return Malformed("User (unknown surface)", offset);
+        const absl::string_view user_id = record->user_id;
+        absl::StatusOr<UserFilter> parts_filter = UserFilter::FromParts(
+            it->second->policy, std::move(record->parts), "");
+        if (!parts_filter.ok()) {
+          return Malformed(
+              absl::StrCat("User (", parts_filter.status().message(), ")"),
+              offset);
+        }
+        UserFilter filter = *std::move(parts_filter);
         ++users;
         // Aging applies across the restart: slices that expired while the
         // server was down are dropped, not resurrected.

@@ -40,7 +40,8 @@ namespace exposure_filter {
 
 enum SnapshotRecordType : uint8_t {
   kSnapshotSurface = 16,
-  kSnapshotUser = 17,
+  kSnapshotUser = 17,       // previous release: read, never written
+  kSnapshotUserParts = 18,  // FilterParts (snapshot_user_record.h)
   kSnapshotEnd = 32,
   kSnapshotMetadata = 64,
 };

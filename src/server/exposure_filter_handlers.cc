@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "exposure_filter/filter_format.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/item_hash_batch.h"
 #include "src/server/request_validation.h"
@@ -298,6 +300,23 @@ absl::Status ExposureFilterHandlers::GetFilter(
   if (req.if_version().size() > 64) {
     return absl::InvalidArgumentError(
         "if_version: longer than any version this server issues");
+  }
+  if (req.accepted_formats_size() > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accepted_formats: ", req.accepted_formats_size(),
+                     " entries, at most 16"));
+  }
+  // A client that says which formats it reads and does not read ours gets
+  // a clear refusal instead of bytes it would reject (or, worse, misread).
+  if (req.accepted_formats_size() > 0 &&
+      std::find(req.accepted_formats().begin(), req.accepted_formats().end(),
+                format::kVersion) == req.accepted_formats().end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "accepted_formats: this server encodes filter format ",
+        format::kVersion, "; the request accepts only ",
+        absl::StrJoin(req.accepted_formats(), ", "),
+        ". Upgrade the client's filter decoder (docs/filter-format.md) or "
+        "use FilterRecalled"));
   }
   FilterPull pull = store_->GetFilter(
       surface, surface ? surface->policy : surfaces_->PolicyFor(req.surface()),

@@ -369,7 +369,7 @@ class ApiTest(ServerTestCase):
         c.record(c.exposure("pull-u1", ids=range(1, 500), keys=["a"]))
         r1 = c.get_filter("pull-u1")
         self.assertEqual(r1.filter[:4], b"EXPF")
-        self.assertEqual(struct.unpack_from("<H", r1.filter, 4)[0], 1)
+        self.assertEqual(struct.unpack_from("<H", r1.filter, 4)[0], 2)  # format 2
         self.assertGreater(len(r1.filter), 32)
         self.assertTrue(r1.version)
         self.assertFalse(r1.not_modified)
@@ -407,7 +407,7 @@ class ApiTest(ServerTestCase):
                 self.assertEqual(m.keep_mask, b"\x0f")
                 g = c.get_filter("nobody", surface=surface)
                 self.assertEqual(g.filter[:4], b"EXPF")
-                self.assertEqual(struct.unpack_from("<H", g.filter, 4)[0], 1)
+                self.assertEqual(struct.unpack_from("<H", g.filter, 4)[0], 2)
                 self.assertTrue(g.version)
                 self.assertTrue(c.get_filter(
                     "nobody", surface=surface,

@@ -17,6 +17,8 @@ import sys
 import time
 import unittest
 
+import grpc
+
 from exposure.v1 import exposure_filter_pb2 as pb
 from exposure_filter.client import ExposureFilterClient, FilterCache, connect
 from exposure_filter.filter_view import FilterView
@@ -79,6 +81,7 @@ class PullAgreementTest(unittest.TestCase):
                 surface="homefeed", user_id=user))
             view = FilterView.parse(resp.filter)
             self.assertEqual(view.version, resp.version)
+            self.assertEqual(view.format_version, 2)
 
             # A third already exposed, the rest fresh; ids and keys.
             cand_ids, cand_keys = [], []
@@ -134,6 +137,22 @@ class PullAgreementTest(unittest.TestCase):
         self.assertNotEqual(changed.version, first.version)
         self.assertTrue(changed.may_contain_id(3))
         self.assertEqual((cache.full_pulls, cache.not_modified), (2, 1))
+
+    def test_a_format1_only_client_gets_a_clear_refusal(self):
+        """A client that declares it reads only format 1 is refused, naming
+        both versions; one that declares nothing gets format 2, which a
+        format-1 decoder rejects by its version field (never misreads)."""
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.client.get_filter(pb.GetFilterRequest(
+                surface="homefeed", user_id="old-client",
+                accepted_formats=[1]))
+        self.assertEqual(ctx.exception.code(),
+                         grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("this server encodes filter format 2; the request "
+                      "accepts only 1", ctx.exception.details())
+        resp = self.client.get_filter(pb.GetFilterRequest(
+            surface="homefeed", user_id="old-client"))
+        self.assertEqual(resp.filter[4:6], b"\x02\x00")
 
 
 if __name__ == "__main__":

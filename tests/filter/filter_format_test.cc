@@ -1,15 +1,24 @@
-#include <cstring>
-#include <random>
-#include <string>
-#include <vector>
+#include "exposure_filter/filter_format.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
-#include "exposure_filter/filter_format.h"
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
 #include "exposure_filter/filter_view.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/filter_encoder.h"
+#include "src/filter/filter_parts.h"
+#include "src/filter/fingerprint_run.h"
 
 namespace exposure_filter {
 namespace {
@@ -40,17 +49,85 @@ UserFilter SampleFilter(const FilterPolicy& p) {
   return f;
 }
 
-TEST(FilterFormatTest, UnknownUserEncodesAnEmptyFilter) {
+// An upgraded user's parts: the Bloom slices SampleFilter recorded (10 days
+// ago and now, as the previous release's filter holds them) plus run slices
+// 20 and 5 days ago: sealed runs at non-power-of-two universes, a ladder of
+// two prefix runs.
+FilterParts MixedParts(const FilterPolicy& p) {
+  FilterParts parts = SampleFilter(p).ToParts();
+  auto run_slice = [&](int64_t event_ms, uint64_t first_id, int items,
+                       std::vector<std::pair<int, uint64_t>> shapes) {
+    SlicePart s;
+    s.index = p.SliceIndexOf(event_ms);
+    s.min_event_ms = s.max_event_ms = event_ms;
+    for (const auto& [b, u] : shapes) {
+      std::vector<uint64_t> hashes;
+      for (int i = 0; i < items; ++i) hashes.push_back(HashItemId(first_id++));
+      RunPart r;
+      r.run = *FingerprintRun::Build(hashes, b, u);
+      r.capacity = r.run.count();
+      s.runs.push_back(std::move(r));
+    }
+    parts.slices.push_back(std::move(s));
+  };
+  run_slice(kNow - 20 * kDay, 5000, 400, {{20, 400 * 700}});
+  run_slice(kNow - 5 * kDay, 6000, 150,
+            {{19, uint64_t{1} << 19}, {21, uint64_t{1} << 21}});
+  std::sort(
+      parts.slices.begin(), parts.slices.end(),
+      [](const SlicePart& a, const SlicePart& b) { return a.index < b.index; });
+  return parts;
+}
+
+bool PartsMayContain(const FilterParts& parts, const FilterPolicy& p,
+                     int64_t now, uint64_t h) {
+  for (const SlicePart& s : parts.slices) {
+    if (!p.SliceLive(s.index, now)) continue;
+    for (const BloomSegment& seg : s.bloom_segments) {
+      if (seg.MayContain(h)) return true;
+    }
+    for (const RunPart& r : s.runs) {
+      if (r.run.Contains(h)) return true;
+    }
+  }
+  return false;
+}
+
+void PutLe(std::string* bytes, size_t offset, uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) {
+    (*bytes)[offset + i] = static_cast<char>(value >> (8 * i));
+  }
+}
+
+std::string ReadVectorBytes(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string file = ss.str();
+  const std::string tag = "\"filter_hex\": \"";
+  const size_t at = file.find(tag) + tag.size();
+  const std::string hex = file.substr(at, file.find('"', at) - at);
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+TEST(FilterFormatTest, UnknownUserEncodesAnEmptyFormat2Filter) {
   const FilterPolicy p = DefaultPolicy();
   std::string bytes;
   EncodeFilter(nullptr, p, kNow, &bytes);
-  EXPECT_EQ(bytes.size(), format::kHeaderBytes + format::kTrailerBytes);
+  EXPECT_EQ(bytes.size(), format::kHeader2Bytes + format::kTrailerBytes);
   EXPECT_EQ(bytes.substr(0, 4), "EXPF");
   absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_TRUE(v->segments().empty());
+  EXPECT_EQ(v->format_version(), 2);
+  EXPECT_TRUE(v->slices().empty());
   EXPECT_FALSE(v->MayContainId(1));
-  EXPECT_DOUBLE_EQ(v->fp_rate_target(), 0.01);
+  EXPECT_DOUBLE_EQ(v->fp_rate_target(), 0.01);  // the surface's, even empty
+  EXPECT_EQ(v->slice_span_ms(), p.slice_span_ms());
+  EXPECT_EQ(v->EstimatedFpRate(), 0);
 }
 
 TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
@@ -60,25 +137,89 @@ TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
   EncodeFilter(&f, p, kNow, &bytes);
   absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
   ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->slices().size(), 2u);
   EXPECT_EQ(v->segments().size(), 2u);
   EXPECT_TRUE(v->MayContainKey("video:abc"));
   for (uint64_t id = 0; id < 100000; ++id) {
-    ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id)))
-        << id;
+    ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id))) << id;
   }
-  EXPECT_NEAR(v->EstimatedFpRate(), f.Stats(p, kNow).estimated_fp_rate, 1e-9);
+  // Format 2 estimates a Bloom segment from its bits (measured), the server
+  // from its count (expected): close, not equal.
+  EXPECT_GT(v->EstimatedFpRate(), 0);
+  EXPECT_LT(v->EstimatedFpRate(), 2 * f.Stats(p, kNow).estimated_fp_rate);
+}
+
+TEST(FilterFormatTest, RunsAndLegacySegmentsAnswerAsTheParts) {
+  const FilterPolicy p = DefaultPolicy();
+  const FilterParts parts = MixedParts(p);
+  std::string bytes;
+  EncodeFilterParts(&parts, p, kNow, &bytes);
+  absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_EQ(v->slices().size(), 4u);
+  EXPECT_EQ(v->runs().size(), 3u);
+  EXPECT_EQ(v->segments().size(), 2u);
+  for (size_t i = 1; i < v->slices().size(); ++i) {
+    EXPECT_GT(v->slices()[i].start_ms, v->slices()[i - 1].start_ms);
+    EXPECT_EQ(v->slices()[i].end_ms - v->slices()[i].start_ms,
+              p.slice_span_ms());
+  }
+  // Legacy Bloom blocks are 8-byte aligned for the batch kernel (Parse
+  // copies them when the format's variable headers leave them unaligned).
+  for (const FilterView::Segment& seg : v->segments()) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(seg.blocks) % alignof(uint64_t), 0u);
+  }
+  std::vector<uint64_t> ids;
+  int claimed = 0;
+  for (uint64_t id = 0; id < 100000; ++id) {
+    const bool server = PartsMayContain(parts, p, kNow, HashItemId(id));
+    ASSERT_EQ(v->MayContainId(id), server) << id;
+    claimed += server;
+    ids.push_back(id);
+  }
+  // 400 + 300 + 100 + key recorded, plus ~1% false positives.
+  EXPECT_GT(claimed, 950);
+  EXPECT_LT(claimed, 950 + 2000);
+  std::vector<uint8_t> keep(ids.size());
+  v->KeepMaskIds(ids, keep.data());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(keep[i], !v->MayContainId(ids[i])) << ids[i];
+  }
+  double expected_fp = 0;
+  for (const FilterView::Run& r : v->runs()) {
+    expected_fp += static_cast<double>(r.count) / r.universe;
+  }
+  EXPECT_GE(v->EstimatedFpRate(), expected_fp * 0.99);
+}
+
+TEST(FilterFormatTest, EmptyRunsAndSlicesAreLeftOut) {
+  const FilterPolicy p = DefaultPolicy();
+  FilterParts parts;
+  SlicePart empty_slice;
+  empty_slice.index = p.SliceIndexOf(kNow - kDay);
+  parts.slices.push_back(std::move(empty_slice));
+  SlicePart s;
+  s.index = p.SliceIndexOf(kNow);
+  RunPart empty_run;
+  empty_run.run = *FingerprintRun::Build({}, 19, uint64_t{1} << 19);
+  s.runs.push_back(std::move(empty_run));
+  parts.slices.push_back(std::move(s));
+  std::string bytes, none;
+  EncodeFilterParts(&parts, p, kNow, &bytes);
+  EncodeFilterParts(nullptr, p, kNow, &none);
+  EXPECT_EQ(bytes, none);
 }
 
 TEST(FilterFormatTest, BatchMasksAgreeWithSingleChecks) {
   const FilterPolicy p = DefaultPolicy();
-  const UserFilter f = SampleFilter(p);
+  const FilterParts parts = MixedParts(p);
   std::string bytes;
-  EncodeFilter(&f, p, kNow, &bytes);
+  EncodeFilterParts(&parts, p, kNow, &bytes);
   absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
   ASSERT_TRUE(v.ok()) << v.status();
   std::vector<uint64_t> ids, hashes;
   std::vector<std::string> keys;
-  for (uint64_t id = 0; id < 2000; id += 3) {
+  for (uint64_t id = 0; id < 7000; id += 3) {
     ids.push_back(id);
     hashes.push_back(HashItemId(id));
     keys.push_back(id % 2 ? "video:abc" : std::to_string(id));
@@ -95,7 +236,7 @@ TEST(FilterFormatTest, BatchMasksAgreeWithSingleChecks) {
     EXPECT_EQ(by_key[i], !v->MayContainKey(keys[i])) << keys[i];
     removed += !by_id[i];
   }
-  EXPECT_GE(removed, 100);  // ids below 300 were recorded
+  EXPECT_GE(removed, 280);  // ids < 300 and 5000..5399, 6000..6299 recorded
 }
 
 TEST(FilterFormatTest, VersionIsTheChecksumAndTracksChangesAndExpiry) {
@@ -121,13 +262,17 @@ TEST(FilterFormatTest, VersionIsTheChecksumAndTracksChangesAndExpiry) {
       p.SliceEndMs(p.SliceIndexOf(kNow - 10 * kDay)) + p.retention_ms();
   EXPECT_EQ(FilterFingerprint(&f, p, expiry - 1), after_record);
   EXPECT_NE(FilterFingerprint(&f, p, expiry), after_record);
+  // And for parts with runs: the streamed fingerprint is the bytes' checksum.
+  const FilterParts parts = MixedParts(p);
+  EXPECT_EQ(FilterPartsFingerprint(&parts, p, kNow),
+            EncodeFilterParts(&parts, p, kNow, &bytes));
 }
 
 TEST(FilterFormatTest, EveryTruncationIsRejected) {
   const FilterPolicy p = DefaultPolicy();
-  const UserFilter f = SampleFilter(p);
+  const FilterParts parts = MixedParts(p);
   std::string bytes;
-  EncodeFilter(&f, p, kNow, &bytes);
+  EncodeFilterParts(&parts, p, kNow, &bytes);
   for (size_t len = 0; len < bytes.size(); ++len) {
     EXPECT_FALSE(FilterView::Parse(bytes.substr(0, len)).ok()) << len;
   }
@@ -135,43 +280,95 @@ TEST(FilterFormatTest, EveryTruncationIsRejected) {
 
 TEST(FilterFormatTest, EveryBitFlipIsRejected) {
   const FilterPolicy p = DefaultPolicy();
-  const UserFilter f = SampleFilter(p);
+  const FilterParts parts = MixedParts(p);
   std::string bytes;
-  EncodeFilter(&f, p, kNow, &bytes);
-  for (size_t i = 0; i < bytes.size(); i += 7) {
+  EncodeFilterParts(&parts, p, kNow, &bytes);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
     std::string bad = bytes;
     bad[i] = static_cast<char>(bad[i] ^ (1 << (i % 8)));
     EXPECT_FALSE(FilterView::Parse(bad).ok()) << "byte " << i;
   }
 }
 
-TEST(FilterFormatTest, StructurallyBadFiltersWithValidChecksumsAreRejected) {
+TEST(FilterFormatTest, UnknownVersionsNameTheVersionsThisDecoderReads) {
   const FilterPolicy p = DefaultPolicy();
-  const UserFilter f = SampleFilter(p);
+  std::string bytes;
+  EncodeFilter(nullptr, p, kNow, &bytes);
+  PutLe(&bytes, 4, 3, 2);
+  Reseal(&bytes);
+  absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
+  ASSERT_FALSE(v.ok());
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "format version 3"))
+      << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "versions 1 and 2"))
+      << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "FilterRecalled"))
+      << v.status();
+}
+
+// Format 2's reject list (docs/filter-format.md), each behind a valid
+// checksum so the structural check itself is what rejects it.
+TEST(FilterFormatTest, StructurallyBadFormat2FiltersAreRejected) {
+  const FilterPolicy p = DefaultPolicy();
+  FilterParts parts = MixedParts(p);
   std::string good;
-  EncodeFilter(&f, p, kNow, &good);
-  const size_t seg0 = format::kHeaderBytes;
+  EncodeFilterParts(&parts, p, kNow, &good);
+  ASSERT_TRUE(FilterView::Parse(good).ok());
+  // Layout of MixedParts: slice 0 = one sealed run (20 days ago), slice 1 =
+  // legacy Bloom (10 days ago), slice 2 = two runs, slice 3 = legacy Bloom.
+  const size_t s0 = format::kHeader2Bytes;
+  const size_t run0 = s0 + format::kSlice2Bytes;  // u32 L, then the run
+  const uint32_t run0_len =
+      static_cast<uint32_t>(static_cast<unsigned char>(good[run0]) |
+                            static_cast<unsigned char>(good[run0 + 1]) << 8);
+  const size_t s1 = run0 + 4 + run0_len;
+  const size_t seg1 = s1 + format::kSlice2Bytes;
+  const int64_t start0 = p.SliceStartMs(p.SliceIndexOf(kNow - 20 * kDay));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  uint64_t nan_bits, big_fp_bits, zero_fp_bits;
+  const double big_fp = 0.6, zero_fp = 0;
+  std::memcpy(&nan_bits, &nan, 8);
+  std::memcpy(&big_fp_bits, &big_fp, 8);
+  std::memcpy(&zero_fp_bits, &zero_fp, 8);
   struct Case {
     const char* name;
     size_t offset;
-    uint32_t value;
+    uint64_t value;
     int width;
   } cases[] = {
-      {"version", 4, 2, 2},
-      {"segment count", 16, 1000, 4},
-      {"segment count larger than data", 16, 3, 4},
-      {"hash algorithm", 20, 9, 1},
-      {"zero blocks", seg0 + 16, 0, 4},
-      {"huge blocks", seg0 + 16, 0xffffffffu, 4},
-      {"blocks beyond data", seg0 + 16, 1000, 4},
-      {"zero probes", seg0 + 24, 0, 1},
-      {"too many probes", seg0 + 24, 17, 1},
+      {"hash algorithm", 6, 2, 1},
+      {"9 slices", 7, 9, 1},
+      {"slice count beyond data", 7, 5, 1},
+      {"fewer slices than data", 7, 3, 1},
+      {"fp target NaN", 8, nan_bits, 8},
+      {"fp target 0.6", 8, big_fp_bits, 8},
+      {"fp target 0", 8, zero_fp_bits, 8},
+      {"span 999 ms", 16, 999, 8},
+      {"span not dividing starts", 16, 7 * 24 * 3600 * 1000LL, 8},
+      {"start not a multiple of the span", s0, uint64_t(start0 + 1), 8},
+      {"negative start", s0, uint64_t(-p.slice_span_ms()), 8},
+      {"slices out of order", s0, uint64_t(start0 + 40 * p.slice_span_ms()), 8},
+      {"slice with nothing", s0 + 9, 0, 1},
+      {"9 Bloom segments", s1 + 8, 9, 1},
+      {"run length beyond data", run0, 1u << 30, 4},
+      {"run length below its header", run0, 9, 4},
+      {"run length one short", run0, run0_len - 1, 4},
+      {"run precision 0", run0 + 4, 0, 1},
+      {"run precision 33", run0 + 4, 33, 1},
+      {"run Rice k off by one", run0 + 5, 0, 1},
+      {"run count 0", run0 + 6, 0, 4},
+      {"run count off by one", run0 + 6, 401, 4},
+      {"run universe 1", run0 + 10, 0, 4},
+      {"run universe above 2^b", run0 + 10, (1u << 20), 4},
+      {"zero blocks", seg1, 0, 4},
+      {"huge blocks", seg1, (1u << 26) + 1, 4},
+      {"blocks beyond data", seg1, 1000, 4},
+      {"zero probes", seg1 + 4, 0, 1},
+      {"too many probes", seg1 + 4, 17, 1},
   };
   for (const Case& c : cases) {
     std::string bad = good;
-    for (int i = 0; i < c.width; ++i) {
-      bad[c.offset + i] = static_cast<char>(c.value >> (8 * i));
-    }
+    PutLe(&bad, c.offset, c.value, c.width);
     Reseal(&bad);
     absl::StatusOr<FilterView> v = FilterView::Parse(bad);
     EXPECT_FALSE(v.ok()) << c.name;
@@ -181,6 +378,67 @@ TEST(FilterFormatTest, StructurallyBadFiltersWithValidChecksumsAreRejected) {
   extra.insert(extra.size() - 8, "x");
   Reseal(&extra);
   EXPECT_FALSE(FilterView::Parse(extra).ok());
+}
+
+// Format 1's reject list, on the previous release's stored multi_slice
+// vector (7 slices, one of several segments).
+TEST(FilterFormatTest, StructurallyBadFormat1FiltersAreRejected) {
+  const std::string good = ReadVectorBytes(std::string(EF_TESTDATA_DIR) +
+                                           "/format1/multi_slice.json");
+  absl::StatusOr<FilterView> view = FilterView::Parse(good);
+  ASSERT_TRUE(view.ok()) << view.status();
+  ASSERT_EQ(view->format_version(), 1);
+  // Find the first slice with at least two segments.
+  size_t grown = 0;
+  while (grown + 1 < view->segments().size() &&
+         view->segments()[grown + 1].level == 0) {
+    ++grown;
+  }
+  ASSERT_LT(grown + 1, view->segments().size());
+  const size_t seg0 = format::kHeaderBytes;
+  const size_t segg = seg0 + grown * format::kSegmentHeaderBytes;
+  const size_t segg1 = segg + format::kSegmentHeaderBytes;
+  const double big_fp = 0.6;
+  uint64_t big_fp_bits;
+  std::memcpy(&big_fp_bits, &big_fp, 8);
+  const int64_t span = view->slice_span_ms();
+  struct Case {
+    const char* name;
+    size_t offset;
+    uint64_t value;
+    int width;
+  } cases[] = {
+      {"version 3", 4, 3, 2},
+      {"segment count", 16, 1000, 4},
+      {"segment count larger than data", 16, view->segments().size() + 1, 4},
+      {"hash algorithm", 20, 9, 1},
+      {"fp target 0.6", 24, big_fp_bits, 8},
+      {"zero blocks", seg0 + 16, 0, 4},
+      {"huge blocks", seg0 + 16, 0xffffffffu, 4},
+      {"zero probes", seg0 + 24, 0, 1},
+      {"too many probes", seg0 + 24, 17, 1},
+      {"first level not 0", seg0 + 25, 1, 1},
+      {"level skipped", segg1 + 25, 2, 1},
+      {"slice end differs within a slice", segg1 + 8,
+       uint64_t(view->segments()[grown].end_ms + 1), 8},
+      {"end equals start", seg0 + 8, uint64_t(view->segments()[0].start_ms), 8},
+      {"span differs between slices", seg0 + 8,
+       uint64_t(view->segments()[0].end_ms + span), 8},
+      {"slices out of order", seg0 + 0,
+       uint64_t(view->segments()[0].start_ms + 100 * span), 8},
+  };
+  for (const Case& c : cases) {
+    std::string bad = good;
+    PutLe(&bad, c.offset, c.value, c.width);
+    if (std::string(c.name) == "slices out of order") {
+      PutLe(&bad, seg0 + 8, uint64_t(view->segments()[0].end_ms + 100 * span),
+            8);
+    }
+    Reseal(&bad);
+    absl::StatusOr<FilterView> v = FilterView::Parse(bad);
+    EXPECT_FALSE(v.ok()) << c.name;
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+  }
 }
 
 }  // namespace

@@ -107,40 +107,89 @@ TEST_F(GoldenVectorsTest, AnswersAndWholeFilesMatchTheCheckedInVectors) {
   }
 }
 
-// The checked-in files alone, read as a foreign decoder would: FilterView on
-// the stored bytes gives every stored answer.
-TEST_F(GoldenVectorsTest, FilterViewPassesTheFilesAsStored) {
+// Checks one stored vector as a foreign decoder would: FilterView on the
+// stored bytes gives every stored answer, one by one and in a batch.
+// Returns how many candidates it checked.
+int CheckStoredVector(const std::string& path, int format_version) {
+  std::ifstream in(path);
+  const std::string file = ReadFile(path);
+  std::string hex = FieldLine(file, "filter_hex");
+  EXPECT_GE(hex.size(), 3u) << path;
+  if (hex.size() < 3) return 0;
+  hex = hex.substr(1, hex.size() - 3);   // strip the quotes and comma
+  const std::string bytes = Unhex(hex);  // the view points into these
+  absl::StatusOr<FilterView> view = FilterView::Parse(bytes);
+  EXPECT_TRUE(view.ok()) << path << ": " << view.status();
+  if (!view.ok()) return 0;
+  EXPECT_EQ(view->format_version(), format_version) << path;
+  EXPECT_EQ(FieldLine(file, "format_version"),
+            absl::StrCat(format_version, ","))
+      << path;
   int checked = 0;
-  for (const GoldenVector& v : *vectors_) {
-    std::ifstream in(TestdataPath(v.name));
-    const std::string file = ReadFile(TestdataPath(v.name));
-    std::string hex = FieldLine(file, "filter_hex");
-    ASSERT_GE(hex.size(), 3u) << v.name;
-    hex = hex.substr(1, hex.size() - 3);   // strip the quotes and comma
-    const std::string bytes = Unhex(hex);  // the view points into these
-    absl::StatusOr<FilterView> view = FilterView::Parse(bytes);
-    ASSERT_TRUE(view.ok()) << v.name << ": " << view.status();
+  std::vector<uint64_t> ids;
+  std::vector<uint8_t> expected_keep;
+  {
+    const std::string v = path;
     std::string line;
     while (std::getline(in, line)) {
       const bool expected = absl::StrContains(line, "\"may_contain\": true");
       if (absl::StartsWith(line, "    {\"id\": \"")) {
         uint64_t id;
         const size_t start = 12;
-        ASSERT_TRUE(absl::SimpleAtoi(
+        EXPECT_TRUE(absl::SimpleAtoi(
             line.substr(start, line.find('"', start) - start), &id))
             << line;
-        EXPECT_EQ(view->MayContainId(id), expected) << v.name << " " << line;
+        EXPECT_EQ(view->MayContainId(id), expected) << v << " " << line;
+        ids.push_back(id);
+        expected_keep.push_back(!expected);
         ++checked;
       } else if (absl::StartsWith(line, "    {\"key\": \"")) {
         // Keys in the vectors need no JSON escapes.
         const size_t start = 13;
         const std::string key =
             line.substr(start, line.find("\", \"may_contain\"") - start);
-        ASSERT_FALSE(absl::StrContains(key, "\\")) << line;
-        EXPECT_EQ(view->MayContainKey(key), expected) << v.name << " " << line;
+        EXPECT_FALSE(absl::StrContains(key, "\\")) << line;
+        EXPECT_EQ(view->MayContainKey(key), expected) << v << " " << line;
         ++checked;
       }
     }
+  }
+  std::vector<uint8_t> keep(ids.size());
+  view->KeepMaskIds(ids, keep.data());
+  EXPECT_EQ(keep, expected_keep) << path << ": batch mask";
+  return checked;
+}
+
+const char* const kFormat2Vectors[] = {
+    "empty",       "tiny",         "multi_slice", "mixed",
+    "string_keys", "max_geometry", "run_extremes"};
+const char* const kFormat1Vectors[] = {"empty", "tiny", "multi_slice",
+                                       "string_keys", "max_geometry"};
+
+TEST_F(GoldenVectorsTest, TheBuiltVectorsAreTheFormat2Files) {
+  std::vector<std::string> names;
+  for (const GoldenVector& v : *vectors_) names.push_back(v.name);
+  EXPECT_EQ(names, std::vector<std::string>(std::begin(kFormat2Vectors),
+                                            std::end(kFormat2Vectors)));
+}
+
+// The checked-in format-2 files alone, read as a foreign decoder would.
+TEST_F(GoldenVectorsTest, FilterViewPassesTheFormat2FilesAsStored) {
+  int checked = 0;
+  for (const char* name : kFormat2Vectors) {
+    checked += CheckStoredVector(TestdataPath(name), 2);
+  }
+  EXPECT_GT(checked, 7000);
+}
+
+// The previous release's vectors (tests/testdata/format1, written by its
+// encoder and no longer regenerated): a client may hold a cached format-1
+// filter, and FilterView still answers it exactly.
+TEST(GoldenVectorsFormat1Test, FilterViewPassesTheFormat1FilesAsStored) {
+  int checked = 0;
+  for (const char* name : kFormat1Vectors) {
+    checked += CheckStoredVector(
+        absl::StrCat(EF_TESTDATA_DIR, "/format1/", name, ".json"), 1);
   }
   EXPECT_GT(checked, 3000);
 }
@@ -148,15 +197,37 @@ TEST_F(GoldenVectorsTest, FilterViewPassesTheFilesAsStored) {
 // The vectors cover what the issue asks for: some answers true, some false,
 // and the maximum segment count.
 TEST_F(GoldenVectorsTest, VectorsCoverBothAnswersAndTheMaximumGeometry) {
-  size_t max_segments = 0;
+  size_t max_slices = 0, max_segments = 0, max_runs_per_slice = 0;
+  uint64_t max_universe = 0;
+  int min_precision = 32, min_rice_k = 31, max_rice_k = 0;
+  bool mixed_slice = false;
   int present = 0, absent = 0;
   for (const GoldenVector& v : *vectors_) {
-    max_segments =
-        std::max(max_segments, FilterView::Parse(v.filter)->segments().size());
+    const FilterView view = *FilterView::Parse(v.filter);
+    max_slices = std::max(max_slices, view.slices().size());
+    max_segments = std::max(max_segments, view.segments().size());
+    for (const FilterView::Slice& s : view.slices()) {
+      max_runs_per_slice =
+          std::max(max_runs_per_slice, static_cast<size_t>(s.num_runs));
+      mixed_slice |= s.num_runs > 0 && s.num_segments > 0;
+    }
+    for (const FilterView::Run& r : view.runs()) {
+      max_universe = std::max(max_universe, r.universe);
+      min_precision = std::min(min_precision, r.precision);
+      min_rice_k = std::min(min_rice_k, r.rice_k);
+      max_rice_k = std::max(max_rice_k, r.rice_k);
+    }
     for (const Candidate& c : v.candidates)
       (c.may_contain ? present : absent)++;
   }
-  EXPECT_EQ(max_segments, 64u);
+  EXPECT_EQ(max_slices, 8u);
+  EXPECT_EQ(max_segments, 34u);  // 4 slices x 8 + 2
+  EXPECT_EQ(max_runs_per_slice, 255u);
+  EXPECT_EQ(max_universe, uint64_t{1} << 32);
+  EXPECT_EQ(min_precision, 1);
+  EXPECT_EQ(min_rice_k, 0);
+  EXPECT_GE(max_rice_k, 29);
+  EXPECT_TRUE(mixed_slice);
   EXPECT_GT(present, 1000);
   EXPECT_GT(absent, 1000);
 }

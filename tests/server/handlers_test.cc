@@ -518,10 +518,46 @@ TEST_F(ExposureFilterHandlersTest,
   ASSERT_THAT(handlers_->GetFilter(req, &resp), IsOk());
   absl::StatusOr<FilterView> view = FilterView::Parse(resp.filter());
   ASSERT_TRUE(view.ok()) << view.status();
-  EXPECT_TRUE(view->segments().empty());
-  EXPECT_EQ(view->fp_rate_target(), 0.001);
+  EXPECT_TRUE(view->slices().empty());
+  EXPECT_EQ(view->fp_rate_target(), 0.001);  // the surface's, even empty
   // Reading did not create the surface.
   EXPECT_THAT(ServerStats().surface_stats(), IsEmpty());
+}
+
+// accepted_formats (issue 15): empty = an older client, it gets format 2 and
+// its decoder names the version; a list with 2 gets it; a list without 2 is
+// refused naming both versions, with no bytes.
+TEST_F(ExposureFilterHandlersTest, GetFilterHonoursAcceptedFormats) {
+  ASSERT_THAT(Record({MakeExposure("alice", {1, 2, 3})}), IsOk());
+  GetFilterRequest req;
+  req.set_surface("homefeed");
+  req.set_user_id("alice");
+  GetFilterResponse resp;
+  ASSERT_THAT(handlers_->GetFilter(req, &resp), IsOk());
+  ASSERT_GE(resp.filter().size(), 6u);
+  EXPECT_EQ(resp.filter()[4], 2);  // format version, little-endian u16
+  EXPECT_EQ(FilterView::Parse(resp.filter())->format_version(), 2);
+
+  req.add_accepted_formats(1);
+  req.add_accepted_formats(2);
+  GetFilterResponse both;
+  ASSERT_THAT(handlers_->GetFilter(req, &both), IsOk());
+  EXPECT_EQ(both.filter(), resp.filter());
+
+  req.clear_accepted_formats();
+  req.add_accepted_formats(1);
+  GetFilterResponse old;
+  const absl::Status refused = handlers_->GetFilter(req, &old);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("accepted_formats: this server encodes filter "
+                        "format 2; the request accepts only 1"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("FilterRecalled"));
+  EXPECT_TRUE(old.filter().empty());
+
+  req.clear_accepted_formats();
+  for (int i = 0; i < 17; ++i) req.add_accepted_formats(2);
+  EXPECT_THAT(handlers_->GetFilter(req, &old), InvalidAt("accepted_formats"));
 }
 
 TEST_F(ExposureFilterHandlersTest, GetFilterValidation) {

@@ -1,11 +1,17 @@
 // Golden test vectors of the portable filter format (docs/filter-format.md).
 //
-// Each vector is a filter built by the real server-side code (UserFilter,
-// encoded by EncodeFilter) plus candidates with the answers the server itself
-// gives (UserFilter::MayContain, the FilterRecalled path). They are written
-// to tests/testdata/*.json by tools/golden/make_golden_vectors and pinned by
+// Each vector is a filter in format 2: FilterParts built from the server's
+// own pieces (legacy Bloom slices recorded by UserFilter, fingerprint runs
+// built by FingerprintRun), encoded by EncodeFilterParts, plus candidates
+// with the answers the server-side structures give (every live slice's
+// BloomSegment::MayContain and FingerprintRun::Contains; and
+// UserFilter::MayContain, the FilterRecalled path, wherever
+// UserFilter::FromParts accepts the parts). They are written to
+// tests/testdata/*.json by tools/golden/make_golden_vectors and pinned by
 // tests/filter/golden_vectors_test.cc, so any change that moves a bit of the
 // format fails loudly; decoders in other languages test against the files.
+// The format-1 vectors of the previous release stay in
+// tests/testdata/format1/ as decode-only tests (no encoder writes format 1).
 //
 // Everything here is deterministic: fixed items, fixed times, no randomness
 // beyond a seeded generator, so regenerating gives byte-identical files.
@@ -35,8 +41,8 @@ struct GoldenVector {
 };
 
 // Builds every vector. Fails (rather than emitting a wrong file) if the
-// reference decoder FilterView disagrees with the server-side filter on any
-// candidate.
+// reference decoder FilterView disagrees with the server-side structures on
+// any candidate, or they disagree among themselves.
 absl::StatusOr<std::vector<GoldenVector>> BuildGoldenVectors();
 
 // The vector as the JSON text stored in tests/testdata (one field per line,

@@ -20,7 +20,8 @@ import threading
 import grpc
 
 from exposure.v1 import exposure_filter_pb2 as pb
-from exposure_filter.filter_view import FilterView, MalformedFilter
+from exposure_filter.filter_view import (FORMAT_VERSIONS, FilterView,
+                                         MalformedFilter)
 from exposure_filter.partitioning import replica_for_user
 
 SERVICE = "exposure.v1.ExposureFilter"
@@ -237,9 +238,13 @@ class FilterCache:
         key = (surface, user_id)
         with self._lock:
             cached = self._views.get(key)
+        # accepted_formats: the versions FilterView reads, so a server that
+        # moves to a format this library does not know refuses clearly
+        # (FAILED_PRECONDITION) instead of sending bytes it cannot read.
         resp = self.client.get_filter(pb.GetFilterRequest(
             surface=surface, user_id=user_id,
-            if_version=cached.version if cached else ""))
+            if_version=cached.version if cached else "",
+            accepted_formats=FORMAT_VERSIONS))
         if resp.not_modified:
             if cached is None or resp.version != cached.version:
                 raise MalformedFilter("not_modified for version %r, which "
