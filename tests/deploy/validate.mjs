@@ -365,9 +365,10 @@ function clusterErrors(objects) {
         for (const k of ["EXPOSURE_FILTER_KAFKA_TOPIC", "EXPOSURE_FILTER_KAFKA_GROUP"]) {
           if (!env[k]) errors.push(`${name}: EXPOSURE_FILTER_KAFKA_BROKERS is set but ${k} is not`);
         }
-        const format = env.EXPOSURE_FILTER_KAFKA_FORMAT ?? "proto";
-        if (!["proto", "json"].includes(format)) {
-          errors.push(`${name}: EXPOSURE_FILTER_KAFKA_FORMAT=${format}: proto or json`);
+        // The values ParseKafkaMessageFormat accepts (src/ingest/kafka_ingest_options.cc).
+        const format = env.EXPOSURE_FILTER_KAFKA_FORMAT ?? "request";
+        if (!["request", "exposure", "json"].includes(format)) {
+          errors.push(`${name}: EXPOSURE_FILTER_KAFKA_FORMAT=${format}: request, exposure or json`);
         }
         if (replicas > 1 && !env.EXPOSURE_FILTER_PARTITIONS) {
           errors.push(`${name}: Kafka ingest with ${replicas} replicas needs EXPOSURE_FILTER_PARTITIONS`);
