@@ -182,20 +182,33 @@ TEST_F(ReplicatedIngestTest, EachReplicaConsumesThePartitionsItIsAnOwnerOf) {
 
 TEST_F(ReplicatedIngestTest, EveryOwnerAppliesTheLogAndOthersRefuse) {
   StartAll();
+  // Each replica records exactly the users it is one of the 2 owners of
+  // (2/3 of them), once: one wait, then every user checked on every replica.
+  std::vector<uint64_t> owned(kReplicas, 0);
+  for (int u = 0; u < kUsers; ++u) {
+    for (int32_t r :
+         OwnersOfUser(User(u), kPartitions, kReplicas, kReplication)) {
+      ++owned[r];
+    }
+  }
+  for (int32_t r = 0; r < kReplicas; ++r) {
+    ASSERT_TRUE(WaitFor([&] {
+      return servers_[r]->kafka_ingest()->stats().exposures == owned[r];
+    })) << "replica "
+        << r << " recorded " << servers_[r]->kafka_ingest()->stats().exposures
+        << " of " << owned[r];
+  }
   for (int u = 0; u < kUsers; ++u) {
     const std::vector<int32_t> owners =
         OwnersOfUser(User(u), kPartitions, kReplicas, kReplication);
     for (int32_t r = 0; r < kReplicas; ++r) {
-      const bool owner = r == owners[0] || r == owners[1];
       bool removed = false;
-      if (owner) {
-        // Both copies converge on the log.
-        EXPECT_TRUE(WaitFor([&] {
-          return Recall(r, u, &removed).ok() && removed;
-        })) << User(u)
-            << " never applied on owner " << r;
+      const grpc::Status s = Recall(r, u, &removed);
+      if (r == owners[0] || r == owners[1]) {
+        // Both copies converged on the log.
+        EXPECT_TRUE(s.ok() && removed) << User(u) << " not applied on owner "
+                                       << r << ": " << s.error_message();
       } else {
-        const grpc::Status s = Recall(r, u, &removed);
         EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
             << User(u) << " on replica " << r;
         EXPECT_THAT(s.error_message(),
