@@ -101,6 +101,20 @@ class Murmur2Test(unittest.TestCase):
         with self.assertRaises(ValueError):
             partitions_of_replica(0, 12, 3, 0)
 
+    def test_owner_hint_carries_the_replication_factor(self):
+        # Issue 16: a replicated server appends replication_factor=R to
+        # x-exposure-owner; the Python decoder keeps it (a missing key means 1).
+        from exposure_filter.client import owner_hint
+        hint = owner_hint(_Refusal([(
+            "x-exposure-owner",
+            "ordinal=2;partition=5;partitions=12;replicas=3;self=1;"
+            "replication_factor=2;address=ef-2:1")]))
+        self.assertEqual(hint["replication_factor"], 2)
+        self.assertEqual(owners_of_partition(hint["partition"],
+                                             hint["replicas"],
+                                             hint["replication_factor"]),
+                         [2, 0])
+
     def test_statefulset_addresses(self):
         self.assertEqual(
             statefulset_replica_addresses("ef", "ef-headless", 50051, 2),
