@@ -9,10 +9,15 @@
 //   address=ef-1.ef:50051   (one line)
 //
 // (self is the answering replica's ordinal; address only when the server knows
-// it, --replica_address_template). Routing clients compare partitions/replicas
-// with their own configuration: a mismatch means the client, or the cluster, is
-// misconfigured. The C++ client (exposure_filter_client.h) copies the metadata
-// into the returned absl::Status as a payload under kOwnerHintPayloadUrl.
+// it, --replica_address_template). With replication (issue 16) the pair
+// "replication_factor=R" follows self: ordinal is then the user's owner 0
+// and owners i < R are (partition + i) mod replicas
+// (exposure_filter/partitioning.h). Absent means R = 1, so servers before
+// issue 16 and decoders before it (which skip unknown keys) interoperate.
+// Routing clients compare partitions/replicas with their own configuration: a
+// mismatch means the client, or the cluster, is misconfigured. The C++ client
+// (exposure_filter_client.h) copies the metadata into the returned absl::Status
+// as a payload under kOwnerHintPayloadUrl.
 #ifndef EXPOSURE_FILTER_OWNER_HINT_H_
 #define EXPOSURE_FILTER_OWNER_HINT_H_
 
@@ -34,17 +39,21 @@ inline constexpr char kOwnerHintPayloadUrl[] =
     "type.exposure-filter.dev/exposure.v1.OwnerHint";
 
 struct OwnerHint {
-  int32_t ordinal = -1;    // the replica that owns the user
-  int32_t partition = -1;  // the user's partition
-  int32_t partitions = 0;  // the answering server's P
-  int32_t replicas = 0;    // the answering server's N
-  int32_t self = -1;       // the answering replica's ordinal
-  std::string address;     // the owner's address, "" if unknown
+  int32_t ordinal = -1;            // the replica that owns the user
+  int32_t partition = -1;          // the user's partition
+  int32_t partitions = 0;          // the answering server's P
+  int32_t replicas = 0;            // the answering server's N
+  int32_t self = -1;               // the answering replica's ordinal
+  int32_t replication_factor = 1;  // the answering server's R
+  std::string address;             // the owner's address, "" if unknown
 
   std::string Encode() const {
     std::string out = absl::StrCat(
         "ordinal=", ordinal, ";partition=", partition,
         ";partitions=", partitions, ";replicas=", replicas, ";self=", self);
+    if (replication_factor != 1) {
+      absl::StrAppend(&out, ";replication_factor=", replication_factor);
+    }
     if (!address.empty()) absl::StrAppend(&out, ";address=", address);
     return out;
   }
@@ -64,12 +73,13 @@ struct OwnerHint {
         hint.address = std::string(value);
         continue;
       }
-      int32_t* field = key == "ordinal"      ? &hint.ordinal
-                       : key == "partition"  ? &hint.partition
-                       : key == "partitions" ? &hint.partitions
-                       : key == "replicas"   ? &hint.replicas
-                       : key == "self"       ? &hint.self
-                                             : nullptr;
+      int32_t* field = key == "ordinal"              ? &hint.ordinal
+                       : key == "partition"          ? &hint.partition
+                       : key == "partitions"         ? &hint.partitions
+                       : key == "replicas"           ? &hint.replicas
+                       : key == "self"               ? &hint.self
+                       : key == "replication_factor" ? &hint.replication_factor
+                                                     : nullptr;
       if (field == nullptr) continue;
       if (!absl::SimpleAtoi(value, field)) return std::nullopt;
       if (key == "ordinal") have_ordinal = true;

@@ -54,10 +54,17 @@ void PrintServerStats(const exposure::v1::GetServerStatsResponse& r) {
     for (uint32_t p : r.owned_partitions()) {
       absl::StrAppend(&owned, owned.empty() ? "" : ",", p);
     }
+    // Issue 16: the replication factor only when there are copies, so an
+    // unreplicated cluster prints what it always did.
+    const std::string copies =
+        r.replication_factor() > 1
+            ? absl::StrCat(", replication factor ", r.replication_factor())
+            : "";
     std::printf(
-        "replica %u of %u, partitions %u: owns [%s]; %llu unowned users "
+        "replica %u of %u, partitions %u%s: owns [%s]; %llu unowned users "
         "dropped at startup\n",
-        r.replica_ordinal(), r.replicas(), r.partitions(), owned.c_str(),
+        r.replica_ordinal(), r.replicas(), r.partitions(), copies.c_str(),
+        owned.c_str(),
         static_cast<unsigned long long>(r.unowned_users_dropped()));
   } else {
     std::printf("not partitioned: owns every user\n");

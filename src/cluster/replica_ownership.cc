@@ -31,6 +31,28 @@ absl::Status ClusterOptions::Validate() const {
         "--replicas=", replicas, " exceeds --partitions=", partitions,
         ": some replicas would own nothing"));
   }
+  if (replication_factor < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replication_factor must be >= 1, got ", replication_factor));
+  }
+  if (replication_factor > replicas) {
+    // Owner i = (p + i) mod N repeats a replica once i reaches N: R copies
+    // need R distinct replicas.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replication_factor=", replication_factor, " exceeds --replicas=",
+        replicas, ": each partition's copies must be on distinct replicas"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterOptions::ValidateWithIngest(bool kafka_ingest) const {
+  if (absl::Status s = Validate(); !s.ok()) return s;
+  if (replication_factor > 1 && !kafka_ingest) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replication_factor=", replication_factor,
+        " needs Kafka ingest (--kafka_brokers): the copies of a partition stay "
+        "equal only by each consuming the same Kafka log"));
+  }
   return absl::OkStatus();
 }
 
@@ -45,10 +67,24 @@ int32_t ReplicaOwnership::OwnerOfUser(absl::string_view user_id) const {
   return ReplicaForPartition(PartitionOfUser(user_id), options_.replicas);
 }
 
+std::vector<int32_t> ReplicaOwnership::OwnersOfUser(
+    absl::string_view user_id) const {
+  if (!partitioned()) return {options_.replica_ordinal};
+  return OwnersOfPartition(PartitionOfUser(user_id), options_.replicas,
+                           options_.replication_factor);
+}
+
+bool ReplicaOwnership::OwnsUser(absl::string_view user_id) const {
+  if (!partitioned()) return true;
+  return OwnerIndexOfReplica(options_.replica_ordinal, PartitionOfUser(user_id),
+                             options_.replicas,
+                             options_.replication_factor) >= 0;
+}
+
 std::vector<int32_t> ReplicaOwnership::OwnedPartitions() const {
   if (!partitioned()) return {};
   return PartitionsOfReplica(options_.replica_ordinal, options_.partitions,
-                             options_.replicas);
+                             options_.replicas, options_.replication_factor);
 }
 
 absl::StatusOr<int32_t> OrdinalFromHostname(absl::string_view hostname) {

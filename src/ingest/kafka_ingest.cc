@@ -122,6 +122,19 @@ struct KafkaIngest::PendingBatch {
   }
 };
 
+std::string ConsumerGroupOf(const KafkaIngestOptions& options,
+                            const ReplicaOwnership* ownership) {
+  if (ownership == nullptr || ownership->options().replication_factor <= 1) {
+    return options.group;
+  }
+  // Replicated, every partition is consumed by R replicas at their own
+  // pace; one shared group would hold whichever copy committed last, so a
+  // lag tool would see one copy and a restart without a data_dir could
+  // start past what this copy ever applied. One group per ordinal keeps
+  // each copy's progress its own.
+  return absl::StrCat(options.group, "-", ownership->options().replica_ordinal);
+}
+
 KafkaIngest::KafkaIngest(const KafkaIngestOptions& options,
                          const ReplicaOwnership* ownership, ExposureSink* sink,
                          StoreDurability* durability)
@@ -144,10 +157,11 @@ absl::StatusOr<std::unique_ptr<KafkaIngest>> KafkaIngest::Start(
       RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   const int ordinal =
       ownership != nullptr ? ownership->options().replica_ordinal : 0;
+  const std::string group = ConsumerGroupOf(options, ownership);
   for (const auto& [name, value] :
        std::vector<std::pair<std::string, std::string>>{
            {"bootstrap.servers", options.brokers},
-           {"group.id", options.group},
+           {"group.id", group},
            {"client.id", absl::StrCat("exposure-filter-", ordinal)},
            // Offsets are committed by hand, after they are durable here.
            {"enable.auto.commit", "false"},
@@ -269,7 +283,7 @@ absl::Status KafkaIngest::Assign(int32_t topic_partitions) {
       "kafka: consuming topic {} ({} partitions) format={} group={} "
       "partitions(start)={}",
       options_.topic, topic_partitions, KafkaMessageFormatName(options_.format),
-      options_.group, absl::StrJoin(described, ","));
+      ConsumerGroupOf(options_, ownership_), absl::StrJoin(described, ","));
   return absl::OkStatus();
 }
 

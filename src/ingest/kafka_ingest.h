@@ -77,6 +77,12 @@ struct KafkaIngestStats {
   std::vector<KafkaPartitionState> partitions;
 };
 
+// The consumer group offsets are committed to: --kafka_group, or with
+// replication factor R >= 2 (issue 16) "<group>-<replica ordinal>", since
+// the R copies of a partition progress independently.
+std::string ConsumerGroupOf(const KafkaIngestOptions& options,
+                            const ReplicaOwnership* ownership);
+
 class KafkaIngest {
  public:
   // Connects, checks the topic, assigns the partitions and starts the

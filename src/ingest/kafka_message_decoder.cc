@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace exposure_filter {
 
@@ -83,9 +84,11 @@ std::optional<BadMessageReason> KafkaMessageDecoder::Decode(
   }
   // The key equals every user id now, so one ownership check covers all.
   if (ownership_ != nullptr && !ownership_->OwnsUser(key)) {
-    *why = absl::StrCat("user belongs to partition ",
-                        ownership_->PartitionOfUser(key), " of replica ",
-                        ownership_->OwnerOfUser(key));
+    *why =
+        absl::StrCat("user belongs to partition ",
+                     ownership_->PartitionOfUser(key), " of replica",
+                     ownership_->options().replication_factor > 1 ? "s " : " ",
+                     absl::StrJoin(ownership_->OwnersOfUser(key), ","));
     return BadMessageReason::kNotOwned;
   }
   return std::nullopt;

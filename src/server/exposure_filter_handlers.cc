@@ -144,6 +144,18 @@ absl::Status ExposureFilterHandlers::CheckWritable() const {
 absl::Status ExposureFilterHandlers::RecordExposure(
     const exposure::v1::RecordExposureRequest& req,
     exposure::v1::RecordExposureResponse* resp) {
+  return Record(WriteOrigin::kRpc, req, resp);
+}
+
+absl::Status ExposureFilterHandlers::RecordLoggedExposure(
+    const exposure::v1::RecordExposureRequest& batch,
+    exposure::v1::RecordExposureResponse* resp) {
+  return Record(WriteOrigin::kLog, batch, resp);
+}
+
+absl::Status ExposureFilterHandlers::Record(
+    WriteOrigin origin, const exposure::v1::RecordExposureRequest& req,
+    exposure::v1::RecordExposureResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   const int64_t now = store_->clock().NowMs();
   if (absl::Status s = ValidateRecordExposure(req, limits_, now); !s.ok()) {
@@ -157,6 +169,14 @@ absl::Status ExposureFilterHandlers::RecordExposure(
       if (ownership_->Owns(user)) continue;
       return ownership_->Check(absl::StrCat("exposures[", i, "].user_id"),
                                user);
+    }
+    // Replicated (issue 16): only a write taken from the Kafka log reaches
+    // every copy; an RPC would write this copy alone.
+    if (origin == WriteOrigin::kRpc) {
+      if (absl::Status s = ownership_->CheckDirectWrite("RecordExposure");
+          !s.ok()) {
+        return s;
+      }
     }
   }
   if (absl::Status s = CheckWritable(); !s.ok()) return s;
@@ -371,6 +391,11 @@ absl::Status ExposureFilterHandlers::DeleteUser(
       !s.ok()) {
     return s;
   }
+  if (ownership_ != nullptr) {
+    if (absl::Status s = ownership_->CheckDirectWrite("DeleteUser"); !s.ok()) {
+      return s;
+    }
+  }
   if (absl::Status s = CheckWritable(); !s.ok()) return s;
   resp->set_existed(surface != nullptr &&
                     store_->DeleteUser(*surface, req.user_id()));
@@ -419,6 +444,8 @@ absl::Status ExposureFilterHandlers::GetServerStats(
     resp->set_partitions(static_cast<uint32_t>(cluster.partitions));
     resp->set_replicas(static_cast<uint32_t>(cluster.replicas));
     resp->set_replica_ordinal(static_cast<uint32_t>(cluster.replica_ordinal));
+    resp->set_replication_factor(
+        static_cast<uint32_t>(cluster.replication_factor));
     for (int32_t p : ownership_->ownership().OwnedPartitions()) {
       resp->add_owned_partitions(static_cast<uint32_t>(p));
     }

@@ -31,6 +31,13 @@ class ExposureFilterHandlers {
 
   absl::Status RecordExposure(const exposure::v1::RecordExposureRequest& req,
                               exposure::v1::RecordExposureResponse* resp);
+  // A batch taken from the Kafka exposure log (kafka_exposure_sink.h): as
+  // RecordExposure, except that a replicated deployment (R >= 2, issue 16)
+  // accepts it, because every copy applies the same log, whereas an RPC
+  // would reach this copy only (UserOwnershipGate::CheckDirectWrite).
+  absl::Status RecordLoggedExposure(
+      const exposure::v1::RecordExposureRequest& batch,
+      exposure::v1::RecordExposureResponse* resp);
   absl::Status FilterRecalled(const exposure::v1::FilterRecalledRequest& req,
                               exposure::v1::FilterRecalledResponse* resp);
   absl::Status GetFilter(const exposure::v1::GetFilterRequest& req,
@@ -85,6 +92,11 @@ class ExposureFilterHandlers {
   }
 
  private:
+  // Where a write comes from: an RPC to this replica, or the Kafka log.
+  enum class WriteOrigin { kRpc, kLog };
+  absl::Status Record(WriteOrigin origin,
+                      const exposure::v1::RecordExposureRequest& req,
+                      exposure::v1::RecordExposureResponse* resp);
   // Also keeps the exposures of traced users in the trace log.
   void TraceExposures(const exposure::v1::RecordExposureRequest& req,
                       const Surface& surface, int64_t now_ms);

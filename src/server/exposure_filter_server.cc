@@ -95,9 +95,14 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->trace_log_ = std::make_unique<TraceLog>(config.trace_limits);
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
       s->surfaces_.get(), s->store_.get(), config.limits, s->trace_log_.get());
-  // Scale-out (issue 7): invalid P/N/ordinal is a startup error, not a
-  // replica that silently serves the wrong users.
-  if (absl::Status st = config.cluster.Validate(); !st.ok()) return st;
+  // Scale-out (issue 7): invalid P/N/ordinal/R is a startup error, not a
+  // replica that silently serves the wrong users; R >= 2 needs the Kafka log
+  // that keeps the copies equal (issue 16).
+  if (absl::Status st =
+          config.cluster.ValidateWithIngest(config.kafka.enabled());
+      !st.ok()) {
+    return st;
+  }
   s->ownership_gate_ = std::make_unique<UserOwnershipGate>(
       config.cluster, config.replica_address_template);
   s->handlers_->AttachOwnership(s->ownership_gate_.get());

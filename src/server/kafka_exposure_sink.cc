@@ -41,7 +41,7 @@ absl::Status KafkaExposureSink::Validate(
 absl::Status KafkaExposureSink::Record(
     const exposure::v1::RecordExposureRequest& batch) {
   exposure::v1::RecordExposureResponse response;
-  return handlers_->RecordExposure(batch, &response);
+  return handlers_->RecordLoggedExposure(batch, &response);
 }
 
 }  // namespace exposure_filter

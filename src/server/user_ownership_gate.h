@@ -4,7 +4,9 @@
 // field, the user's partition and the owner, with an OwnerHint payload
 // (include/exposure_filter/owner_hint.h) the gRPC edge turns into trailing
 // metadata so routing clients can tell a stale route from a misconfigured
-// cluster. An unpartitioned gate owns every user.
+// cluster. An unpartitioned gate owns every user. With replication factor
+// R >= 2 (issue 16) a replica owns the users of every partition it is one of
+// the R owners of, and the message names all R owners.
 #ifndef EXPOSURE_FILTER_SRC_SERVER_USER_OWNERSHIP_GATE_H_
 #define EXPOSURE_FILTER_SRC_SERVER_USER_OWNERSHIP_GATE_H_
 
@@ -32,8 +34,15 @@ class UserOwnershipGate {
   }
   // OK when this replica owns `user_id` (always, unpartitioned); else
   // FailedPrecondition "<field>: user ... is in partition p, owned by
-  // replica r (address) ...", carrying the OwnerHint payload.
+  // replica r (address) ..." (R >= 2: "replicas r1 (a1), r2 (a2)"),
+  // carrying the OwnerHint payload.
   absl::Status Check(absl::string_view field, absl::string_view user_id) const;
+
+  // OK unless the deployment is replicated (R >= 2): then `rpc` (a write
+  // answered by this replica alone, RecordExposure or DeleteUser) is
+  // FailedPrecondition, because only a change taken from the Kafka log
+  // reaches every copy; it would otherwise diverge the copies silently.
+  absl::Status CheckDirectWrite(absl::string_view rpc) const;
 
   // The template with the ordinal filled in; "" without a template.
   std::string ReplicaAddress(int32_t ordinal) const;

@@ -206,6 +206,42 @@ TEST_F(OwnershipHandlersTest, ServerStatsShowThePartitionsOwned) {
   EXPECT_THAT(resp.owned_partitions(), ElementsAre(1, 4, 7, 10));
 }
 
+// Issue 16: with R = 2 replica 1 also serves the users of the partitions it
+// is owner 1 of (p mod 3 == 0), refuses the rest naming both owners, and the
+// hint carries R; with R = 1 the hint's text is what it always was.
+TEST(ReplicatedGateTest, OwnerOneServesAndForeignUsersNameEveryOwner) {
+  ClusterOptions c = Cluster(kPartitions, kReplicas, kSelf);
+  c.replication_factor = 2;
+  const UserOwnershipGate gate(c, kTemplate);
+  EXPECT_TRUE(gate.Check("user_id", UserOf(0)).ok());  // owners {0, 1}
+  EXPECT_TRUE(gate.Check("user_id", UserOf(1)).ok());  // owners {1, 2}
+  const std::string theirs = UserOf(2);                // owners {2, 0}
+  const absl::Status s = gate.Check("user_id", theirs);
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("owned by replicas 2 (ef-2.ef:50051), 0 "
+                        "(ef-0.ef:50051), not by this replica 1 of 3"));
+  std::optional<OwnerHint> hint = OwnerHint::FromStatus(s);
+  ASSERT_TRUE(hint.has_value());
+  EXPECT_EQ(hint->ordinal, 2);
+  EXPECT_EQ(hint->replication_factor, 2);
+  EXPECT_THAT(gate.CheckDirectWrite("DeleteUser").message(),
+              HasSubstr("DeleteUser: --replication_factor=2"));
+
+  const UserOwnershipGate single(Cluster(kPartitions, kReplicas, kSelf),
+                                 kTemplate);
+  const absl::Status one = single.Check("user_id", UserOf(0));
+  const auto payload = one.GetPayload(kOwnerHintPayloadUrl);
+  ASSERT_TRUE(payload.has_value());
+  EXPECT_EQ(std::string(*payload),
+            absl::StrCat("ordinal=0;partition=",
+                         KafkaPartitionForKey(UserOf(0), kPartitions),
+                         ";partitions=12;replicas=3;self=1;address=ef-0.ef:"
+                         "50051"));
+  EXPECT_EQ(OwnerHint::FromStatus(one)->replication_factor, 1);
+  EXPECT_TRUE(single.CheckDirectWrite("RecordExposure").ok());
+}
+
 TEST(UnpartitionedHandlersTest, EveryUserIsServedAndStatsShowNoPartitions) {
   ManualClock clock(kNowMs);
   auto registry = SurfaceRegistry::Create(FilterPolicyOptions{}, {}, 8);

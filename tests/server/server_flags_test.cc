@@ -2,6 +2,7 @@
 // environment are process-global: every test restores both.
 #include "src/server/config/server_flags.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -18,6 +19,11 @@ ABSL_DECLARE_FLAG(std::string, surfaces);
 ABSL_DECLARE_FLAG(absl::Duration, retention);
 ABSL_DECLARE_FLAG(int, max_id_bytes);
 ABSL_DECLARE_FLAG(absl::Duration, sweep_interval);
+ABSL_DECLARE_FLAG(int32_t, partitions);
+ABSL_DECLARE_FLAG(int32_t, replicas);
+ABSL_DECLARE_FLAG(int32_t, replica_ordinal);
+ABSL_DECLARE_FLAG(int32_t, replication_factor);
+ABSL_DECLARE_FLAG(std::string, kafka_brokers);
 
 namespace exposure_filter {
 namespace {
@@ -25,9 +31,9 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr const char* kVariables[] = {
-    "EXPOSURE_FILTER_SHARDS", "EXPOSURE_FILTER_RETENTION",
-    "EXPOSURE_FILTER_SURFACES", "EXPOSURE_FILTER_LISTEN",
-    "EXPOSURE_FILTER_MAX_ID_BYTES"};
+    "EXPOSURE_FILTER_SHARDS",       "EXPOSURE_FILTER_RETENTION",
+    "EXPOSURE_FILTER_SURFACES",     "EXPOSURE_FILTER_LISTEN",
+    "EXPOSURE_FILTER_MAX_ID_BYTES", "EXPOSURE_FILTER_REPLICATION_FACTOR"};
 
 class ServerFlagsTest : public ::testing::Test {
  protected:
@@ -117,6 +123,38 @@ TEST_F(ServerFlagsTest, NonPositiveLimitsAreErrors) {
   absl::SetFlag(&FLAGS_sweep_interval, absl::ZeroDuration());
   EXPECT_THAT(Message(ConfigFromFlags().status()),
               HasSubstr("--sweep_interval"));
+}
+
+// Issue 16: --replication_factor, default 1 (today's layout), from the
+// environment like every cluster flag, validated naming the flags.
+TEST_F(ServerFlagsTest, ReplicationFactorIsValidatedNamingTheFlags) {
+  {
+    absl::StatusOr<ServerConfig> config = ConfigFromFlags();
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->cluster.replication_factor, 1);
+  }
+  absl::SetFlag(&FLAGS_partitions, 12);
+  absl::SetFlag(&FLAGS_replicas, 3);
+  absl::SetFlag(&FLAGS_replica_ordinal, 1);
+  setenv("EXPOSURE_FILTER_REPLICATION_FACTOR", "2", 1);
+  ASSERT_TRUE(ApplyEnvironmentOverrides().ok());
+  // R = 2 without Kafka: the copies would have no log to stay equal by.
+  EXPECT_THAT(Message(ConfigFromFlags().status()),
+              HasSubstr("--replication_factor=2 needs Kafka ingest "
+                        "(--kafka_brokers)"));
+  absl::SetFlag(&FLAGS_kafka_brokers, "127.0.0.1:9092");
+  {
+    absl::StatusOr<ServerConfig> config = ConfigFromFlags();
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->cluster.replication_factor, 2);
+    EXPECT_THAT(config->Summary(), HasSubstr("replication_factor=2"));
+  }
+  absl::SetFlag(&FLAGS_replication_factor, 4);
+  EXPECT_THAT(Message(ConfigFromFlags().status()),
+              HasSubstr("--replication_factor=4 exceeds --replicas=3"));
+  absl::SetFlag(&FLAGS_replication_factor, 0);
+  EXPECT_THAT(Message(ConfigFromFlags().status()),
+              HasSubstr("--replication_factor must be >= 1"));
 }
 
 }  // namespace

@@ -3,6 +3,10 @@ include/exposure_filter/partitioning.h computes it:
 
     partition = (murmur2(user id bytes) & 0x7fffffff) % P   # Kafka's default
     replica   = partition % N                               # StatefulSet ordinal
+    owner i   = (partition + i) % N,  i = 0 .. R-1          # replication R
+
+With replication factor R (issue 16) owner 0 is `replica` above, the
+preferred copy, and owners 1..R-1 follow on the next ordinals, wrapping.
 
 murmur2 is Kafka's (org.apache.kafka.common.utils.Utils.murmur2): MurmurHash2,
 seed 0x9747b28c, little-endian 4-byte words; the sign bit is masked, not
@@ -56,6 +60,37 @@ def replica_for_user(user_id, partitions, replicas):
         raise ValueError("need 1 <= replicas (%d) <= partitions (%d)"
                          % (replicas, partitions))
     return partition_for_key(user_id, partitions) % replicas
+
+
+def _check_layout(partitions, replicas, replication_factor):
+    if not 1 <= replicas <= partitions:
+        raise ValueError("need 1 <= replicas (%d) <= partitions (%d)"
+                         % (replicas, partitions))
+    if not 1 <= replication_factor <= replicas:
+        raise ValueError("need 1 <= replication_factor (%d) <= replicas (%d)"
+                         % (replication_factor, replicas))
+
+
+def owners_of_partition(partition, replicas, replication_factor=1):
+    """The ordinals owning `partition`, owner 0 (the preferred one) first:
+    owner i = (partition + i) % replicas."""
+    return [(partition + i) % replicas for i in range(replication_factor)]
+
+
+def owners_of_user(user_id, partitions, replicas, replication_factor=1):
+    """The ordinals owning `user_id`, owner 0 first."""
+    _check_layout(partitions, replicas, replication_factor)
+    return owners_of_partition(partition_for_key(user_id, partitions),
+                               replicas, replication_factor)
+
+
+def partitions_of_replica(ordinal, partitions, replicas, replication_factor=1):
+    """The partitions replica `ordinal` is one of the owners of, ascending:
+    p with (ordinal - p) % replicas < replication_factor (Python's % is
+    never negative)."""
+    _check_layout(partitions, replicas, replication_factor)
+    return [p for p in range(partitions)
+            if (ordinal - p) % replicas < replication_factor]
 
 
 def statefulset_replica_addresses(statefulset, service, port, replicas,

@@ -11,7 +11,9 @@ import unittest
 
 import grpc
 
-from exposure_filter.partitioning import (murmur2, partition_for_key,
+from exposure_filter.partitioning import (murmur2, owners_of_partition,
+                                          owners_of_user, partition_for_key,
+                                          partitions_of_replica,
                                           replica_for_user,
                                           statefulset_replica_addresses)
 
@@ -62,6 +64,56 @@ class Murmur2Test(unittest.TestCase):
                              partition_for_key(user, 12) % 5)
         with self.assertRaises(ValueError):
             replica_for_user("u", 2, 3)
+
+    def test_agrees_with_the_cpp_placement_vectors(self):
+        # Replication (issue 16): the same file cluster_partitioning_vectors_test
+        # pins the C++ OwnersOfPartition / PartitionsOfReplica to.
+        path = os.path.join(TESTDATA, "partitioning", "placement_vectors.tsv")
+        owners_checked = owned_checked = 0
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("#") or not line.strip():
+                    continue
+                f = line.rstrip("\n").split("\t")
+                if f[0] == "owners":
+                    n, r, p = int(f[1]), int(f[2]), int(f[3])
+                    want = [int(o) for o in f[4].split(",")]
+                    self.assertEqual(owners_of_partition(p, n, r), want, line)
+                    owners_checked += 1
+                else:
+                    self.assertEqual(f[0], "owned", line)
+                    p, n, r, o = (int(x) for x in f[1:5])
+                    want = [] if f[5] == "-" else [int(x) for x in
+                                                   f[5].split(",")]
+                    self.assertEqual(partitions_of_replica(o, p, n, r), want,
+                                     line)
+                    owned_checked += 1
+        self.assertEqual((owners_checked, owned_checked), (526, 166))
+
+    def test_owner_zero_is_the_unreplicated_owner(self):
+        for i in range(200):
+            user = "user-%d" % i
+            owners = owners_of_user(user, 12, 3, 2)
+            self.assertEqual(owners[0], replica_for_user(user, 12, 3))
+            self.assertEqual(len(set(owners)), 2)
+        with self.assertRaises(ValueError):
+            owners_of_user("u", 12, 3, 4)
+        with self.assertRaises(ValueError):
+            partitions_of_replica(0, 12, 3, 0)
+
+    def test_owner_hint_carries_the_replication_factor(self):
+        # Issue 16: a replicated server appends replication_factor=R to
+        # x-exposure-owner; the Python decoder keeps it (a missing key means 1).
+        from exposure_filter.client import owner_hint
+        hint = owner_hint(_Refusal([(
+            "x-exposure-owner",
+            "ordinal=2;partition=5;partitions=12;replicas=3;self=1;"
+            "replication_factor=2;address=ef-2:1")]))
+        self.assertEqual(hint["replication_factor"], 2)
+        self.assertEqual(owners_of_partition(hint["partition"],
+                                             hint["replicas"],
+                                             hint["replication_factor"]),
+                         [2, 0])
 
     def test_statefulset_addresses(self):
         self.assertEqual(

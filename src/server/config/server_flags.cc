@@ -164,6 +164,10 @@ ABSL_FLAG(int32_t, replica_ordinal, -1,
           "this replica's ordinal r in [0, N); -1: from the hostname's "
           "-<ordinal> suffix (StatefulSet pod name) when --replicas > 1, "
           "else 0");
+ABSL_FLAG(int32_t, replication_factor, 1,
+          "owners of every partition (R, 1 <= R <= N): partition p is owned "
+          "by replicas (p + i) mod N, i < R, each consuming it from Kafka; "
+          "R >= 2 needs --kafka_brokers (docs/scale-out.md)");
 ABSL_FLAG(std::string, replica_address_template, "",
           "address of replica {ordinal}, named in the FAILED_PRECONDITION "
           "answer for another replica's user, e.g. "
@@ -228,7 +232,9 @@ constexpr const char* kEnvFlags[] = {
     "kafka_surface", "kafka_max_batch_messages", "kafka_max_batch_wait",
     "kafka_start_offset", "kafka_config",
     // Scale-out (issue 7): partition ownership (deploy/ sets them by env).
-    "partitions", "replicas", "replica_ordinal", "replica_address_template"};
+    "partitions", "replicas", "replica_ordinal", "replica_address_template",
+    // High availability (issue 16).
+    "replication_factor"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -327,6 +333,7 @@ absl::Status ClusterFromFlags(ClusterOptions* cluster) {
   cluster->partitions = absl::GetFlag(FLAGS_partitions);
   cluster->replicas = absl::GetFlag(FLAGS_replicas);
   cluster->replica_ordinal = absl::GetFlag(FLAGS_replica_ordinal);
+  cluster->replication_factor = absl::GetFlag(FLAGS_replication_factor);
   if (cluster->replica_ordinal == -1) {
     cluster->replica_ordinal = 0;
     // Without partitions, Validate() names the real mistake below.
@@ -479,6 +486,10 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
     c.kafka.librdkafka_config.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
   if (absl::Status s = c.kafka.Validate(); !s.ok()) return s;
+  if (absl::Status s = c.cluster.ValidateWithIngest(c.kafka.enabled());
+      !s.ok()) {
+    return s;
+  }
   c.replica_address_template = absl::GetFlag(FLAGS_replica_address_template);
   return c;
 }
@@ -504,6 +515,7 @@ std::string ServerConfig::Summary() const {
       "max_connection_age=%s "
       "trace_users=%d trace_max_users=%d trace_max_entries_per_user=%d "
       "tls=%s partitions=%d replicas=%d replica_ordinal=%d "
+      "replication_factor=%d "
       "grpc_memory_quota_bytes=%d max_concurrent_streams=%d "
       "max_inflight_rpcs=%d max_inflight_request_bytes=%d kafka=%s",
       listen_address, shards, default_policy.fp_rate,
@@ -524,8 +536,9 @@ std::string ServerConfig::Summary() const {
       absl::FormatDuration(keepalive.max_connection_age), trace_users.size(),
       trace_limits.max_users, trace_limits.max_entries_per_user,
       TlsModeName(tls), cluster.partitions, cluster.replicas,
-      cluster.replica_ordinal, overload.grpc_memory_quota_bytes,
-      overload.max_concurrent_streams, overload.admission.max_inflight_rpcs,
+      cluster.replica_ordinal, cluster.replication_factor,
+      overload.grpc_memory_quota_bytes, overload.max_concurrent_streams,
+      overload.admission.max_inflight_rpcs,
       overload.admission.max_inflight_request_bytes,
       kafka.enabled() ? absl::StrCat(kafka.brokers, "/", kafka.topic, "/",
                                      KafkaMessageFormatName(kafka.format))
