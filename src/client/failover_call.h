@@ -156,9 +156,10 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
                                     absl::StatusCodeToString(error.code()),
                                     ": ", error.message()));
     const bool in_time = absl::Now() < deadline;
+    // DEADLINE_EXCEEDED is a per-try timeout while the call has time left,
+    // else the call's own deadline: then no owner is started any more.
     bool go_on = error.code() == absl::StatusCode::kUnavailable ||
-                 (error.code() == absl::StatusCode::kDeadlineExceeded &&
-                  in_time);  // its per-try timeout, not the call's deadline
+                 error.code() == absl::StatusCode::kDeadlineExceeded;
     if (!go_on && error.code() == absl::StatusCode::kFailedPrecondition) {
       std::vector<int32_t> replanned = events.replan(error);
       if (replanned.size() > next) {
@@ -186,15 +187,19 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
     if (tries.size() == 1 && untried.empty()) {
       // One owner (R = 1): its error as it came, as without failover.
       result = events.diagnose(t.replica, std::move(error));
-    } else if (untried.empty()) {
-      result = absl::UnavailableError(
-          absl::StrCat("every owner failed (", tries.size(), " of ",
-                       owners.size(), " tried): ", tried));
-    } else {
+    } else if (!untried.empty()) {
       result = absl::DeadlineExceededError(
           absl::StrCat("deadline of ", absl::FormatDuration(policy.deadline),
                        " reached before owners ", absl::StrJoin(untried, ", "),
                        " were tried: ", tried));
+    } else if (!in_time) {
+      result = absl::DeadlineExceededError(
+          absl::StrCat("deadline of ", absl::FormatDuration(policy.deadline),
+                       " reached; every owner was tried: ", tried));
+    } else {
+      result = absl::UnavailableError(
+          absl::StrCat("every owner failed (", tries.size(), " of ",
+                       owners.size(), " tried): ", tried));
     }
     break;
   }

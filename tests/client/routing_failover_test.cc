@@ -190,6 +190,9 @@ TEST_F(RoutingFailoverTest, TheDeadlineIsNotExtendedByFailover) {
   auto r = router->FilterRecalled(Recall());
   ASSERT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
       << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("reached before owners 1 were tried: replica 0: "
+                        "DEADLINE_EXCEEDED"));
   EXPECT_EQ(fakes_[1]->calls, 0);
   EXPECT_EQ(router->stats().failovers, 0u);
 }

@@ -335,9 +335,10 @@ class RoutingClient:
             failures.append("replica %d: %s: %s"
                             % (replica, code.name, error.details()))
             in_time = time.monotonic() < deadline
-            # DEADLINE_EXCEEDED before the deadline: the per-try timeout.
-            go_on = (code == grpc.StatusCode.UNAVAILABLE or
-                     (code == grpc.StatusCode.DEADLINE_EXCEEDED and in_time))
+            # DEADLINE_EXCEEDED is a per-try timeout while the call has time
+            # left, else the call's own: then no owner is started any more.
+            go_on = code in (grpc.StatusCode.UNAVAILABLE,
+                             grpc.StatusCode.DEADLINE_EXCEEDED)
             if not go_on and code == grpc.StatusCode.FAILED_PRECONDITION:
                 replanned = self._replan(user_id, error)
                 # Owner i is (p + i) % N whatever R: a new list extends or
@@ -367,6 +368,11 @@ class RoutingClient:
                     "deadline of %gs reached before owners %s were tried: %s"
                     % (self.timeout_s, ", ".join(map(str, untried)),
                        "; ".join(failures)), failures)
+            if not in_time:
+                raise OwnersFailed(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    "deadline of %gs reached; every owner was tried: %s"
+                    % (self.timeout_s, "; ".join(failures)), failures)
             raise OwnersFailed(
                 grpc.StatusCode.UNAVAILABLE,
                 "every owner failed (%d of %d tried): %s"

@@ -178,6 +178,8 @@ class RoutingFailoverTest(unittest.TestCase):
             router.filter_recalled(self.recall())
         self.assertEqual(caught.exception.code(),
                          grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertIn("reached before owners 1 were tried: replica 0: "
+                      "DEADLINE_EXCEEDED", caught.exception.details())
         self.assertEqual(self.replicas[1].calls, 0)
 
     def test_replication_factor_one_is_unchanged(self):
