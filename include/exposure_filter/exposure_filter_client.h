@@ -57,6 +57,12 @@ std::string RetryServiceConfigJson(const ClientOptions& options);
 // Channel arguments carrying RetryServiceConfigJson(options).
 grpc::ChannelArguments ClientChannelArguments(const ClientOptions& options);
 
+// A finished call's status as absl::Status (same code, the server's message)
+// with the owner hint of the trailing metadata, if any, as a payload under
+// kOwnerHintPayloadUrl (owner_hint.h). `context` must be the call's.
+absl::Status StatusFromCall(const grpc::Status& status,
+                            const grpc::ClientContext& context);
+
 class ExposureFilterClient {
  public:
   // A channel to `target` configured with the retry policy of `options`.
@@ -86,6 +92,9 @@ class ExposureFilterClient {
       const exposure::v1::ExplainRequest& request) const;
 
   const ClientOptions& options() const { return options_; }
+  // The generated stub, for callers that drive calls themselves with their
+  // own contexts (routing_client.cc: per-try deadlines, hedging, cancel).
+  exposure::v1::ExposureFilter::Stub* stub() const { return stub_.get(); }
 
  private:
   template <typename Request, typename Response, typename Method>

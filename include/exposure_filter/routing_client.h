@@ -26,10 +26,28 @@
 // A FAILED_PRECONDITION carrying the server's OwnerHint means client and
 // cluster disagree (different P or N, or addresses not in ordinal order):
 // the error says which, since no retry can fix it.
+//
+// Replication (issue 16): with replication_factor R each user has R owners,
+// owner i = (partition + i) mod N (partitioning.h). Every call goes to owner
+// 0 first (stable per user, so its caches stay warm) and fails over to
+// owner 1, 2, ... INSIDE the same deadline (ClientOptions::deadline) when a
+// try ends in UNAVAILABLE (the server says so, e.g. a copy still catching
+// up, or the connection fails) or exceeds FailoverOptions::per_try_timeout.
+// RecordExposure fails over too: the service makes re-recording a no-op and,
+// replicated, any owner writes to the shared Kafka log, so a write that
+// reached a dead owner and is resent to the next one is applied once.
+// Reads may be hedged: FailoverOptions::hedge_delay after a try started and
+// has not answered, the next owner gets the same request too; the first OK
+// answer wins, the other try is cancelled. Other codes are final (a bad
+// request is bad on every owner), except a FAILED_PRECONDITION whose owner
+// hint reports another R with the same P and N: the client adopts the
+// server's R and goes on with the owners it has not tried. stats() counts
+// failovers, hedges, such placement updates and failed tries per replica.
 // Thread-safe.
 #ifndef EXPOSURE_FILTER_ROUTING_CLIENT_H_
 #define EXPOSURE_FILTER_ROUTING_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,13 +61,40 @@
 
 namespace exposure_filter {
 
+// How a call moves between a user's owners (see above; docs/clients.md).
+struct FailoverOptions {
+  // The longest one try may take before the next owner is tried; zero: a try
+  // may use the whole deadline (a hanging owner then fails the call). Keep
+  // it above the server's p99 plus the channel's own UNAVAILABLE retries
+  // (ClientOptions::max_attempts), which happen inside each try.
+  absl::Duration per_try_timeout = absl::ZeroDuration();
+  // Reads only: after this delay without an answer, send the same read to
+  // the next owner as well; zero: no hedging. A hedge costs the next owner
+  // one more call, so choose about the p95 of a read.
+  absl::Duration hedge_delay = absl::ZeroDuration();
+};
+
 struct RoutingOptions {
   // The topic's partition count P; must equal the servers' --partitions.
   int32_t partitions = 0;
   // Replica i's address at index i (N = size()); must match the servers'
   // --replicas and ordinals.
   std::vector<std::string> replica_addresses;
+  // R, the owners per partition (1 <= R <= N); should equal the servers'
+  // --replication_factor; an owner hint saying otherwise updates it.
+  int32_t replication_factor = 1;
+  FailoverOptions failover;
+  // The deadline covers every owner tried (and their channel retries).
   ClientOptions client;
+};
+
+// The client's counters since it was created (monotonic).
+struct RoutingStats {
+  uint64_t failovers = 0;  // tries on a next owner after a failed try
+  uint64_t hedges = 0;     // tries on a next owner while one was running
+  uint64_t placement_updates = 0;  // R adopted from an owner hint
+  // Failed tries per replica, index = ordinal (cancelled hedges excluded).
+  std::vector<uint64_t> replica_errors;
 };
 
 // The StatefulSet's per-pod DNS names behind its headless Service:
@@ -60,7 +105,8 @@ std::vector<std::string> StatefulSetReplicaAddresses(
 
 // One owner's share of a routed RecordExposure.
 struct OwnerWrite {
-  int32_t replica = 0;
+  int32_t replica = 0;      // the exposures' owner 0
+  int32_t written_by = -1;  // the owner that acknowledged them, if any
   // Indices into the request's exposures sent to this owner, in order.
   std::vector<int> exposures;
   absl::Status status;  // OK: all of them are durable on the owner
@@ -85,14 +131,21 @@ class RoutingClient {
       const std::shared_ptr<grpc::ChannelCredentials>& credentials);
 
   // Over existing clients, replica i at index i (tests; custom channels).
+  // The call deadline is replica 0's ClientOptions::deadline.
   static absl::StatusOr<std::unique_ptr<RoutingClient>> Create(
       int32_t partitions,
-      std::vector<std::unique_ptr<ExposureFilterClient>> replicas);
+      std::vector<std::unique_ptr<ExposureFilterClient>> replicas,
+      int32_t replication_factor = 1, const FailoverOptions& failover = {});
 
   int32_t partitions() const { return partitions_; }
   int32_t replicas() const { return static_cast<int32_t>(clients_.size()); }
-  // The ordinal owning `user_id`, and its client.
+  // R as configured, or as last learnt from an owner hint.
+  int32_t replication_factor() const { return replication_factor_.load(); }
+  // The ordinal of `user_id`'s owner 0, and its client.
   int32_t ReplicaForUser(absl::string_view user_id) const;
+  // The user's R owners, owner 0 first: the order calls try them in.
+  std::vector<int32_t> OwnersForUser(absl::string_view user_id) const;
+  RoutingStats stats() const;
   const ExposureFilterClient& ClientForReplica(int32_t replica) const {
     return *clients_[replica];
   }
@@ -122,11 +175,30 @@ class RoutingClient {
 
  private:
   RoutingClient(int32_t partitions,
-                std::vector<std::unique_ptr<ExposureFilterClient>> clients)
-      : partitions_(partitions), clients_(std::move(clients)) {}
+                std::vector<std::unique_ptr<ExposureFilterClient>> clients,
+                int32_t replication_factor, const FailoverOptions& failover);
+
+  // One call for `user_id` with failover (and hedging if `hedge`), sending
+  // `request` with `method` of the callback API (failover_call.h).
+  template <typename Request, typename Response, typename Method>
+  absl::StatusOr<Response> Failover(absl::string_view user_id,
+                                    std::vector<int32_t> owners,
+                                    const Request& request, Method method,
+                                    bool hedge,
+                                    int32_t* answered_by = nullptr) const;
+  // The owners to go on with after `status` (a FAILED_PRECONDITION), or
+  // empty; adopts the hint's R when only R differs.
+  std::vector<int32_t> Replan(absl::string_view user_id,
+                              const absl::Status& status) const;
 
   const int32_t partitions_;
   const std::vector<std::unique_ptr<ExposureFilterClient>> clients_;
+  const FailoverOptions failover_;
+  mutable std::atomic<int32_t> replication_factor_;
+  mutable std::atomic<uint64_t> failovers_{0};
+  mutable std::atomic<uint64_t> hedges_{0};
+  mutable std::atomic<uint64_t> placement_updates_{0};
+  const std::unique_ptr<std::atomic<uint64_t>[]> replica_errors_;
 };
 
 // Pull mode across the cluster: one FilterCache per replica, each user's

@@ -56,6 +56,20 @@ std::string RetryServiceConfigJson(const ClientOptions& o) {
       ProtoDuration(o.max_backoff), o.backoff_multiplier);
 }
 
+absl::Status StatusFromCall(const grpc::Status& s,
+                            const grpc::ClientContext& context) {
+  absl::Status status = FromGrpc(s);
+  if (s.ok()) return status;
+  // A partitioned replica names the user's owner (owner_hint.h).
+  const auto& trailers = context.GetServerTrailingMetadata();
+  if (auto it = trailers.find(kOwnerHintMetadataKey); it != trailers.end()) {
+    status.SetPayload(
+        kOwnerHintPayloadUrl,
+        absl::Cord(absl::string_view(it->second.data(), it->second.size())));
+  }
+  return status;
+}
+
 grpc::ChannelArguments ClientChannelArguments(const ClientOptions& options) {
   grpc::ChannelArguments args;
   args.SetServiceConfigJSON(RetryServiceConfigJson(options));
@@ -90,17 +104,7 @@ absl::StatusOr<Response> ExposureFilterClient::Call(
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.deadline));
   Response response;
   const grpc::Status s = (stub_.get()->*method)(&ctx, request, &response);
-  if (!s.ok()) {
-    absl::Status status = FromGrpc(s);
-    // A partitioned replica names the user's owner (owner_hint.h).
-    const auto& trailers = ctx.GetServerTrailingMetadata();
-    if (auto it = trailers.find(kOwnerHintMetadataKey); it != trailers.end()) {
-      status.SetPayload(
-          kOwnerHintPayloadUrl,
-          absl::Cord(absl::string_view(it->second.data(), it->second.size())));
-    }
-    return status;
-  }
+  if (!s.ok()) return StatusFromCall(s, ctx);
   return response;
 }
 

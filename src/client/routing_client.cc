@@ -5,8 +5,34 @@
 #include "absl/strings/str_cat.h"
 #include "exposure_filter/owner_hint.h"
 #include "exposure_filter/partitioning.h"
+#include "src/client/failover_call.h"
 
 namespace exposure_filter {
+namespace {
+
+// The callback-API methods the failover calls use; the stub's overloads
+// (std::function or reactor) are told apart by the member pointer's type.
+// (An elaborated name: the stub also has a member function async().)
+using Async = class exposure::v1::ExposureFilter::Stub::async;
+template <typename Request, typename Response>
+using AsyncUnary = void (Async::*)(grpc::ClientContext*, const Request*,
+                                   Response*,
+                                   std::function<void(grpc::Status)>);
+namespace v1 = exposure::v1;
+constexpr AsyncUnary<v1::RecordExposureRequest, v1::RecordExposureResponse>
+    kRecordExposure = &Async::RecordExposure;
+constexpr AsyncUnary<v1::FilterRecalledRequest, v1::FilterRecalledResponse>
+    kFilterRecalled = &Async::FilterRecalled;
+constexpr AsyncUnary<v1::GetFilterRequest, v1::GetFilterResponse> kGetFilter =
+    &Async::GetFilter;
+constexpr AsyncUnary<v1::GetUserStatsRequest, v1::GetUserStatsResponse>
+    kGetUserStats = &Async::GetUserStats;
+constexpr AsyncUnary<v1::DeleteUserRequest, v1::DeleteUserResponse>
+    kDeleteUser = &Async::DeleteUser;
+constexpr AsyncUnary<v1::ExplainRequest, v1::ExplainResponse> kExplain =
+    &Async::Explain;
+
+}  // namespace
 
 std::vector<std::string> StatefulSetReplicaAddresses(
     absl::string_view statefulset, absl::string_view service, int port,
@@ -53,12 +79,14 @@ absl::StatusOr<std::unique_ptr<RoutingClient>> RoutingClient::Connect(
     }
     clients.push_back(*std::move(c));
   }
-  return Create(options.partitions, std::move(clients));
+  return Create(options.partitions, std::move(clients),
+                options.replication_factor, options.failover);
 }
 
 absl::StatusOr<std::unique_ptr<RoutingClient>> RoutingClient::Create(
     int32_t partitions,
-    std::vector<std::unique_ptr<ExposureFilterClient>> replicas) {
+    std::vector<std::unique_ptr<ExposureFilterClient>> replicas,
+    int32_t replication_factor, const FailoverOptions& failover) {
   if (partitions < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "partitions: must be the topic's partition count (>= 1), got ",
@@ -73,13 +101,106 @@ absl::StatusOr<std::unique_ptr<RoutingClient>> RoutingClient::Create(
         absl::StrCat("replica_addresses: ", replicas.size(),
                      " replicas exceed partitions=", partitions));
   }
-  return std::unique_ptr<RoutingClient>(
-      new RoutingClient(partitions, std::move(replicas)));
+  if (replication_factor < 1 ||
+      replication_factor > static_cast<int32_t>(replicas.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replication_factor: must be 1..", replicas.size(),
+                     " (the replicas), got ", replication_factor));
+  }
+  if (failover.per_try_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "failover.per_try_timeout: must be >= 0 (0: none)");
+  }
+  if (failover.hedge_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "failover.hedge_delay: must be >= 0 (0: no hedging)");
+  }
+  return std::unique_ptr<RoutingClient>(new RoutingClient(
+      partitions, std::move(replicas), replication_factor, failover));
+}
+
+RoutingClient::RoutingClient(
+    int32_t partitions,
+    std::vector<std::unique_ptr<ExposureFilterClient>> clients,
+    int32_t replication_factor, const FailoverOptions& failover)
+    : partitions_(partitions),
+      clients_(std::move(clients)),
+      failover_(failover),
+      replication_factor_(replication_factor),
+      replica_errors_(new std::atomic<uint64_t>[clients_.size()]) {
+  for (size_t r = 0; r < clients_.size(); ++r) replica_errors_[r] = 0;
 }
 
 int32_t RoutingClient::ReplicaForUser(absl::string_view user_id) const {
   return exposure_filter::ReplicaForUser({user_id.data(), user_id.size()},
                                          partitions_, replicas());
+}
+
+std::vector<int32_t> RoutingClient::OwnersForUser(
+    absl::string_view user_id) const {
+  return OwnersOfUser({user_id.data(), user_id.size()}, partitions_, replicas(),
+                      replication_factor_.load());
+}
+
+RoutingStats RoutingClient::stats() const {
+  RoutingStats s;
+  s.failovers = failovers_.load();
+  s.hedges = hedges_.load();
+  s.placement_updates = placement_updates_.load();
+  for (size_t r = 0; r < clients_.size(); ++r) {
+    s.replica_errors.push_back(replica_errors_[r].load());
+  }
+  return s;
+}
+
+std::vector<int32_t> RoutingClient::Replan(absl::string_view user_id,
+                                           const absl::Status& status) const {
+  const std::optional<OwnerHint> hint = OwnerHint::FromStatus(status);
+  if (!hint.has_value() || hint->partitions != partitions_ ||
+      hint->replicas != replicas() || hint->replication_factor < 1 ||
+      hint->replication_factor > replicas()) {
+    return {};  // no hint, or a misconfiguration Diagnose() explains
+  }
+  int32_t r = replication_factor_.load();
+  if (hint->replication_factor == r) return {};
+  // The cluster's R changed (or this client's was wrong): follow it.
+  if (replication_factor_.compare_exchange_strong(r,
+                                                  hint->replication_factor)) {
+    ++placement_updates_;
+  }
+  return OwnersOfUser({user_id.data(), user_id.size()}, partitions_, replicas(),
+                      hint->replication_factor);
+}
+
+template <typename Request, typename Response, typename Method>
+absl::StatusOr<Response> RoutingClient::Failover(absl::string_view user_id,
+                                                 std::vector<int32_t> owners,
+                                                 const Request& request,
+                                                 Method method, bool hedge,
+                                                 int32_t* answered_by) const {
+  internal::FailoverPolicy policy;
+  policy.deadline = clients_[0]->options().deadline;
+  policy.per_try_timeout = failover_.per_try_timeout;
+  policy.hedge_delay = hedge ? failover_.hedge_delay : absl::ZeroDuration();
+  internal::FailoverEvents events;
+  events.replica_error = [this](int32_t r) { ++replica_errors_[r]; };
+  events.failover = [this] { ++failovers_; };
+  events.hedge = [this] { ++hedges_; };
+  events.replan = [this, user_id](const absl::Status& s) {
+    return Replan(user_id, s);
+  };
+  events.diagnose = [this](int32_t r, absl::Status s) {
+    return Diagnose(r, std::move(s));
+  };
+  const internal::StartTry<Response> start =
+      [this, &request, method](int32_t r, grpc::ClientContext* ctx,
+                               Response* response,
+                               std::function<void(grpc::Status)> done) {
+        (clients_[r]->stub()->async()->*method)(ctx, &request, response,
+                                                std::move(done));
+      };
+  return internal::RunWithFailover<Response>(std::move(owners), policy, start,
+                                             events, answered_by);
 }
 
 absl::Status RoutingClient::Diagnose(int32_t replica,
@@ -97,6 +218,14 @@ absl::Status RoutingClient::Diagnose(int32_t replica,
         "] runs --partitions=", hint->partitions,
         " --replicas=", hint->replicas,
         "; make them agree (docs/scale-out.md)");
+  } else if (hint->replication_factor != replication_factor_.load()) {
+    why = absl::StrCat(
+        "routing misconfigured: this client routes with "
+        "replication_factor=",
+        replication_factor_.load(),
+        " but the server at "
+        "replica_addresses[",
+        replica, "] runs --replication_factor=", hint->replication_factor);
   } else if (hint->self != replica) {
     why = absl::StrCat("routing misconfigured: replica_addresses[", replica,
                        "] reaches replica ", hint->self,
@@ -130,10 +259,16 @@ RoutedRecordResult RoutingClient::RecordExposure(
     part.set_surface(request.surface());
     part.mutable_exposures()->Reserve(static_cast<int>(w.exposures.size()));
     for (int i : w.exposures) *part.add_exposures() = request.exposures(i);
+    // Users sharing owner 0 = r share every owner: (r + i) mod N.
     absl::StatusOr<exposure::v1::RecordExposureResponse> resp =
-        clients_[r]->RecordExposure(part);
+        Failover<exposure::v1::RecordExposureRequest,
+                 exposure::v1::RecordExposureResponse>(
+            request.exposures(w.exposures[0]).user_id(),
+            OwnersOfPartition(w.replica, replicas(),
+                              replication_factor_.load()),
+            part, kRecordExposure, /*hedge=*/false, &w.written_by);
     if (!resp.ok()) {
-      absl::Status s = Diagnose(w.replica, resp.status());
+      const absl::Status& s = resp.status();
       w.status = absl::Status(
           s.code(), absl::StrCat("replica ", r, " (", w.exposures.size(),
                                  " exposures not written): ", s.message()));
@@ -149,46 +284,41 @@ RoutedRecordResult RoutingClient::RecordExposure(
   return result;
 }
 
-namespace {
-
-template <typename Response>
-absl::StatusOr<Response> Routed(const RoutingClient& router, int32_t replica,
-                                absl::StatusOr<Response> response) {
-  if (response.ok()) return response;
-  return router.Diagnose(replica, response.status());
-}
-
-}  // namespace
-
 absl::StatusOr<exposure::v1::FilterRecalledResponse>
 RoutingClient::FilterRecalled(
     const exposure::v1::FilterRecalledRequest& request) const {
-  const int32_t r = ReplicaForUser(request.user_id());
-  return Routed(*this, r, clients_[r]->FilterRecalled(request));
+  return Failover<v1::FilterRecalledRequest, v1::FilterRecalledResponse>(
+      request.user_id(), OwnersForUser(request.user_id()), request,
+      kFilterRecalled, /*hedge=*/true);
 }
 
 absl::StatusOr<exposure::v1::GetFilterResponse> RoutingClient::GetFilter(
     const exposure::v1::GetFilterRequest& request) const {
-  const int32_t r = ReplicaForUser(request.user_id());
-  return Routed(*this, r, clients_[r]->GetFilter(request));
+  return Failover<v1::GetFilterRequest, v1::GetFilterResponse>(
+      request.user_id(), OwnersForUser(request.user_id()), request, kGetFilter,
+      /*hedge=*/true);
 }
 
 absl::StatusOr<exposure::v1::GetUserStatsResponse> RoutingClient::GetUserStats(
     const exposure::v1::GetUserStatsRequest& request) const {
-  const int32_t r = ReplicaForUser(request.user_id());
-  return Routed(*this, r, clients_[r]->GetUserStats(request));
+  return Failover<v1::GetUserStatsRequest, v1::GetUserStatsResponse>(
+      request.user_id(), OwnersForUser(request.user_id()), request,
+      kGetUserStats, /*hedge=*/true);
 }
 
+// A write (idempotent, see the header): fails over, never hedged.
 absl::StatusOr<exposure::v1::DeleteUserResponse> RoutingClient::DeleteUser(
     const exposure::v1::DeleteUserRequest& request) const {
-  const int32_t r = ReplicaForUser(request.user_id());
-  return Routed(*this, r, clients_[r]->DeleteUser(request));
+  return Failover<v1::DeleteUserRequest, v1::DeleteUserResponse>(
+      request.user_id(), OwnersForUser(request.user_id()), request, kDeleteUser,
+      /*hedge=*/false);
 }
 
 absl::StatusOr<exposure::v1::ExplainResponse> RoutingClient::Explain(
     const exposure::v1::ExplainRequest& request) const {
-  const int32_t r = ReplicaForUser(request.user_id());
-  return Routed(*this, r, clients_[r]->Explain(request));
+  return Failover<v1::ExplainRequest, v1::ExplainResponse>(
+      request.user_id(), OwnersForUser(request.user_id()), request, kExplain,
+      /*hedge=*/true);
 }
 
 absl::StatusOr<std::vector<exposure::v1::GetServerStatsResponse>>

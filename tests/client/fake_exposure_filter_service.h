@@ -1,6 +1,8 @@
 // A scripted exposure.v1 service for client tests: fails the first N calls
-// with a chosen code, can hold a call until released, and answers GetFilter
-// with whatever the test sets. Counts every call it sees (every attempt).
+// with a chosen code (and, if set, an owner hint trailer), can hold a call
+// until released or cancelled by the client, answers GetFilter with whatever
+// the test sets and FilterRecalled by keeping every candidate. Counts every
+// call it sees (every attempt).
 #ifndef EXPOSURE_FILTER_TESTS_CLIENT_FAKE_EXPOSURE_FILTER_SERVICE_H_
 #define EXPOSURE_FILTER_TESTS_CLIENT_FAKE_EXPOSURE_FILTER_SERVICE_H_
 
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 
 namespace exposure_filter {
@@ -22,30 +25,52 @@ class FakeExposureFilterService final
   std::atomic<grpc::StatusCode> fail_code{grpc::StatusCode::UNAVAILABLE};
   std::atomic<bool> hold{false};
   absl::Notification release;
+  std::atomic<int> cancelled{0};  // held calls the client gave up on
   // Set before the server serves (not synchronised).
   exposure::v1::GetFilterResponse get_filter_answer;
+  std::string owner_hint;  // "x-exposure-owner" trailer on failures, if set
 
   grpc::Status RecordExposure(
-      grpc::ServerContext*, const exposure::v1::RecordExposureRequest*,
+      grpc::ServerContext* ctx, const exposure::v1::RecordExposureRequest*,
       exposure::v1::RecordExposureResponse* resp) override {
-    grpc::Status s = Enter();
+    grpc::Status s = Enter(ctx);
     if (s.ok()) resp->set_items_recorded(1);
     return s;
   }
 
-  grpc::Status GetFilter(grpc::ServerContext*,
+  grpc::Status GetFilter(grpc::ServerContext* ctx,
                          const exposure::v1::GetFilterRequest*,
                          exposure::v1::GetFilterResponse* resp) override {
-    grpc::Status s = Enter();
+    grpc::Status s = Enter(ctx);
     if (s.ok()) *resp = get_filter_answer;
     return s;
   }
 
+  grpc::Status FilterRecalled(
+      grpc::ServerContext* ctx, const exposure::v1::FilterRecalledRequest* req,
+      exposure::v1::FilterRecalledResponse* resp) override {
+    grpc::Status s = Enter(ctx);
+    if (s.ok()) *resp->mutable_kept_ids() = req->candidate_ids();
+    return s;
+  }
+
  private:
-  grpc::Status Enter() {
+  grpc::Status Enter(grpc::ServerContext* ctx) {
     const int n = ++calls;
-    if (hold) release.WaitForNotification();
-    if (n <= fail_first) return grpc::Status(fail_code.load(), "scripted");
+    if (hold) {
+      while (!release.WaitForNotificationWithTimeout(absl::Milliseconds(5))) {
+        if (ctx->IsCancelled()) {
+          ++cancelled;
+          return grpc::Status(grpc::StatusCode::CANCELLED, "held, cancelled");
+        }
+      }
+    }
+    if (n <= fail_first) {
+      if (!owner_hint.empty()) {
+        ctx->AddTrailingMetadata("x-exposure-owner", owner_hint);
+      }
+      return grpc::Status(fail_code.load(), "scripted");
+    }
     return grpc::Status::OK;
   }
 };

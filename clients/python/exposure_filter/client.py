@@ -15,14 +15,17 @@ is a unary_unary callable on the channel.
 
 import collections
 import json
+import queue
 import threading
+import time
 
 import grpc
 
 from exposure.v1 import exposure_filter_pb2 as pb
 from exposure_filter.filter_view import (FORMAT_VERSIONS, FilterView,
                                          MalformedFilter)
-from exposure_filter.partitioning import replica_for_user
+from exposure_filter.partitioning import (owners_of_partition, owners_of_user,
+                                          replica_for_user)
 
 SERVICE = "exposure.v1.ExposureFilter"
 
@@ -86,6 +89,12 @@ class ExposureFilterClient:
     def _call(self, name, request):
         return self._calls[name](request, timeout=self.timeout_s)
 
+    def future(self, name, request, timeout_s):
+        """RPC `name` (e.g. "FilterRecalled") started with its own timeout:
+        a grpc.Future (result(), exception(), cancel(), add_done_callback).
+        RoutingClient's failover and hedging drive calls this way."""
+        return self._calls[name].future(request, timeout=timeout_s)
+
     def record_exposure(self, request):
         return self._call("RecordExposure", request)
 
@@ -132,6 +141,30 @@ class RoutingError(Exception):
         self.hint = hint
 
 
+class OwnersFailed(grpc.RpcError):
+    """Every owner of the user failed (UNAVAILABLE), or the deadline ran out
+    before all were tried (DEADLINE_EXCEEDED). `failures` lists
+    "replica r: CODE: details" per try, in order."""
+
+    def __init__(self, code, message, failures):
+        super().__init__(message)
+        self._code = code
+        self._message = message
+        self.failures = failures
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._message
+
+    def trailing_metadata(self):
+        return ()
+
+    def __str__(self):
+        return "%s: %s" % (self._code.name, self._message)
+
+
 class RoutingClient:
     """The routing algorithm of docs/scale-out.md: one ExposureFilterClient
     per replica (replica i at index i), each call sent to the user's owner,
@@ -139,19 +172,66 @@ class RoutingClient:
     replica). A FAILED_PRECONDITION with an owner hint raises RoutingError
     saying what is misconfigured.
 
+    Replication (issue 16): with `replication_factor` R each user has R
+    owners, owner i = (partition + i) % N. A call goes to owner 0 first and
+    fails over to the next owner, inside one deadline of `timeout_s`
+    (default: replica 0's client's), when a try ends in UNAVAILABLE
+    (refused, connection lost, or a copy that is not caught up) or exceeds
+    `per_try_timeout_s`. Writes fail over too (re-recording is a no-op).
+    With `hedge_delay_s` a read still unanswered after that delay is also
+    sent to the next owner; the first answer wins, the other is cancelled.
+    Other codes are final, except a FAILED_PRECONDITION whose owner hint
+    reports another R with the same P and N: the client adopts it and goes
+    on with the owners not tried yet. stats() counts failovers, hedges,
+    placement updates and failed tries per replica. Thread-safe.
+
         router = RoutingClient([ExposureFilterClient(connect(a))
-                                for a in addresses], partitions=12)
+                                for a in addresses], partitions=12,
+                               replication_factor=2, per_try_timeout_s=0.2)
     """
 
-    def __init__(self, clients, partitions):
+    def __init__(self, clients, partitions, replication_factor=1,
+                 timeout_s=None, per_try_timeout_s=None, hedge_delay_s=None):
         if partitions < 1 or not 1 <= len(clients) <= partitions:
             raise ValueError("need 1 <= replicas (%d) <= partitions (%d)"
                              % (len(clients), partitions))
+        if not 1 <= replication_factor <= len(clients):
+            raise ValueError("replication_factor: need 1 <= %d <= replicas "
+                             "(%d)" % (replication_factor, len(clients)))
+        for name, value in (("per_try_timeout_s", per_try_timeout_s),
+                            ("hedge_delay_s", hedge_delay_s),
+                            ("timeout_s", timeout_s)):
+            if value is not None and not value > 0:
+                raise ValueError("%s: must be > 0 or None, got %r"
+                                 % (name, value))
         self.clients = list(clients)
         self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.timeout_s = (timeout_s if timeout_s is not None
+                          else getattr(self.clients[0], "timeout_s", 0.5))
+        self.per_try_timeout_s = per_try_timeout_s
+        self.hedge_delay_s = hedge_delay_s
+        self._lock = threading.Lock()
+        self._failovers = 0
+        self._hedges = 0
+        self._placement_updates = 0
+        self._replica_errors = [0] * len(self.clients)
+
+    def stats(self):
+        """Counters since creation: failovers, hedges, placement_updates,
+        replica_errors (failed tries per ordinal; cancelled hedges not)."""
+        with self._lock:
+            return {"failovers": self._failovers, "hedges": self._hedges,
+                    "placement_updates": self._placement_updates,
+                    "replica_errors": list(self._replica_errors)}
 
     def replica_for_user(self, user_id):
         return replica_for_user(user_id, self.partitions, len(self.clients))
+
+    def owners_for_user(self, user_id):
+        """The user's R owners, owner 0 first: the order calls try them."""
+        return owners_of_user(user_id, self.partitions, len(self.clients),
+                              self.replication_factor)
 
     def _diagnose(self, replica, error):
         if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
@@ -166,6 +246,12 @@ class RoutingClient:
                    "--partitions=%d --replicas=%d"
                    % (self.partitions, len(self.clients), replica,
                       hint["partitions"], hint["replicas"]))
+        elif hint.get("replication_factor", 1) != self.replication_factor:
+            why = ("routing misconfigured: this client routes with "
+                   "replication_factor=%d but replica %d runs "
+                   "--replication_factor=%d"
+                   % (self.replication_factor, replica,
+                      hint.get("replication_factor", 1)))
         elif hint.get("self") != replica:
             why = ("routing misconfigured: address %d reaches replica %s; "
                    "list the addresses in ordinal order"
@@ -174,35 +260,150 @@ class RoutingClient:
             why = "routing disagreement with replica %d" % replica
         return RoutingError("%s: %s" % (why, error.details()), hint)
 
-    def _routed(self, method, request):
-        replica = self.replica_for_user(request.user_id)
-        try:
-            return getattr(self.clients[replica], method)(request)
-        except grpc.RpcError as e:
-            diagnosed = self._diagnose(replica, e)
-            if diagnosed is e:
-                raise
-            raise diagnosed from e
+    def _replan(self, user_id, error):
+        """The owners to go on with after `error`, or None: only when the
+        owner hint reports another R with this client's P and N."""
+        hint = owner_hint(error)
+        if hint is None or (hint.get("partitions"), hint.get("replicas")) != (
+                self.partitions, len(self.clients)):
+            return None
+        r = hint.get("replication_factor", 1)
+        if not 1 <= r <= len(self.clients):
+            return None
+        with self._lock:
+            if r == self.replication_factor:
+                return None
+            self.replication_factor = r
+            self._placement_updates += 1
+        return owners_of_user(user_id, self.partitions, len(self.clients), r)
+
+    def _failover(self, rpc, request, user_id, owners, hedge):
+        """One call with failover between `owners` (and hedging when `hedge`
+        and hedge_delay_s are set), all inside one deadline."""
+        deadline = time.monotonic() + self.timeout_s
+        hedge_delay = self.hedge_delay_s if hedge else None
+        finished = queue.Queue()
+        tries = []  # (replica, future), in start order
+        state = {"next": 0, "outstanding": 0, "hedge_at": None}
+
+        def launch():
+            replica = owners[state["next"]]
+            state["next"] += 1
+            now = time.monotonic()
+            budget = deadline - now
+            if self.per_try_timeout_s is not None:
+                budget = min(budget, self.per_try_timeout_s)
+            future = self.clients[replica].future(rpc, request, budget)
+            tries.append((replica, future))
+            state["outstanding"] += 1
+            if hedge_delay is not None:
+                state["hedge_at"] = now + hedge_delay
+            future.add_done_callback(
+                lambda f, r=replica: finished.put((r, f)))
+
+        def cancel_rest():
+            for _, f in tries:
+                f.cancel()  # a no-op on finished calls
+
+        failures = []
+        launch()
+        while True:
+            wait = None
+            if state["hedge_at"] is not None:
+                wait = max(0.0, state["hedge_at"] - time.monotonic())
+            try:
+                replica, future = finished.get(timeout=wait)
+            except queue.Empty:  # the hedge timer fired
+                if (state["next"] < len(owners)
+                        and time.monotonic() < deadline):
+                    launch()
+                    with self._lock:
+                        self._hedges += 1
+                else:
+                    state["hedge_at"] = None
+                continue
+            state["outstanding"] -= 1
+            error = future.exception()
+            if error is None:
+                cancel_rest()
+                return future.result()
+            if not isinstance(error, grpc.RpcError):
+                cancel_rest()
+                raise error
+            with self._lock:
+                self._replica_errors[replica] += 1
+            code = error.code()
+            failures.append("replica %d: %s: %s"
+                            % (replica, code.name, error.details()))
+            in_time = time.monotonic() < deadline
+            # DEADLINE_EXCEEDED is a per-try timeout while the call has time
+            # left, else the call's own: then no owner is started any more.
+            go_on = code in (grpc.StatusCode.UNAVAILABLE,
+                             grpc.StatusCode.DEADLINE_EXCEEDED)
+            if not go_on and code == grpc.StatusCode.FAILED_PRECONDITION:
+                replanned = self._replan(user_id, error)
+                # Owner i is (p + i) % N whatever R: a new list extends or
+                # truncates the old one, whose first `next` were tried.
+                if replanned is not None and len(replanned) > state["next"]:
+                    owners = replanned
+                    go_on = True
+            if not go_on:
+                cancel_rest()
+                diagnosed = self._diagnose(replica, error)
+                if diagnosed is error:
+                    raise error
+                raise diagnosed from error
+            if state["next"] < len(owners) and in_time:
+                launch()
+                with self._lock:
+                    self._failovers += 1
+                continue
+            if state["outstanding"]:
+                continue  # a hedged try may still answer
+            untried = owners[state["next"]:]
+            if len(tries) == 1 and not untried:
+                raise error  # one owner (R = 1): its error as it came
+            if untried:
+                raise OwnersFailed(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    "deadline of %gs reached before owners %s were tried: %s"
+                    % (self.timeout_s, ", ".join(map(str, untried)),
+                       "; ".join(failures)), failures)
+            if not in_time:
+                raise OwnersFailed(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    "deadline of %gs reached; every owner was tried: %s"
+                    % (self.timeout_s, "; ".join(failures)), failures)
+            raise OwnersFailed(
+                grpc.StatusCode.UNAVAILABLE,
+                "every owner failed (%d of %d tried): %s"
+                % (len(tries), len(owners), "; ".join(failures)), failures)
+
+    def _routed(self, rpc, request, hedge=True):
+        return self._failover(rpc, request, request.user_id,
+                              self.owners_for_user(request.user_id), hedge)
 
     def filter_recalled(self, request):
-        return self._routed("filter_recalled", request)
+        return self._routed("FilterRecalled", request)
 
     def get_filter(self, request):
-        return self._routed("get_filter", request)
+        return self._routed("GetFilter", request)
 
     def get_user_stats(self, request):
-        return self._routed("get_user_stats", request)
+        return self._routed("GetUserStats", request)
 
     def delete_user(self, request):
-        return self._routed("delete_user", request)
+        # A write (deleting twice deletes once): fails over, never hedged.
+        return self._routed("DeleteUser", request, hedge=False)
 
     def explain(self, request):
-        return self._routed("explain", request)
+        return self._routed("Explain", request)
 
     def record_exposure(self, request):
         """Returns [(replica, [exposure indices], response or exception)]
-        per owner, ascending replica; each owner's write is all-or-nothing,
-        so failed indices can be resent (recording is idempotent)."""
+        per owner 0, ascending replica; each owner's write is all-or-nothing,
+        fails over to the next owner like a read (never hedged), so failed
+        indices can be resent (recording is idempotent)."""
         by_owner = {}
         for i, e in enumerate(request.exposures):
             by_owner.setdefault(self.replica_for_user(e.user_id), []).append(i)
@@ -211,10 +412,17 @@ class RoutingClient:
             indices = by_owner[replica]
             part = pb.RecordExposureRequest(surface=request.surface)
             part.exposures.extend(request.exposures[i] for i in indices)
+            # Users sharing owner 0 share every owner: (replica + i) % N.
+            owners = owners_of_partition(replica, len(self.clients),
+                                         self.replication_factor)
             try:
-                outcome = self.clients[replica].record_exposure(part)
+                outcome = self._failover(
+                    "RecordExposure", part,
+                    request.exposures[indices[0]].user_id, owners, False)
             except grpc.RpcError as e:
-                outcome = self._diagnose(replica, e)
+                outcome = e
+            except RoutingError as e:
+                outcome = e
             results.append((replica, indices, outcome))
         return results
 

@@ -1,0 +1,253 @@
+"""RoutingClient failover and hedging (issue 16 M4) against three scripted
+gRPC replicas in this process (P = 12, N = 3, R = 2): a user whose owner 0 is
+replica 0 has owners [0, 1]. One owner answering UNAVAILABLE, one hanging
+past the per-try timeout, one unreachable port: the call succeeds on the
+other owner inside its deadline; hedging sends to owner 1 after the delay;
+both down raises UNAVAILABLE naming both; R = 1 is unchanged. No wall-clock
+asserts: which replica was called, and the codes, say what happened.
+From clients/python/ (with build/python on PYTHONPATH):
+    /usr/bin/python3 -m unittest -v tests.test_routing_failover
+"""
+
+import threading
+import unittest
+from concurrent import futures
+
+import grpc
+
+from exposure.v1 import exposure_filter_pb2 as pb
+from exposure_filter.client import (SERVICE, ExposureFilterClient,
+                                    OwnersFailed, RoutingClient, RoutingError,
+                                    connect)
+from exposure_filter.partitioning import replica_for_user
+
+PARTITIONS, REPLICAS = 12, 3
+
+
+class _Replica:
+    """A scripted replica: mode "ok", "unavailable", "invalid", "hang"
+    (until released or cancelled) or "hint" (FAILED_PRECONDITION carrying
+    `hint` as the owner trailer). Counts every call."""
+
+    def __init__(self):
+        self.mode = "ok"
+        self.hint = ""
+        self.calls = 0
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handlers = {
+            "FilterRecalled": grpc.unary_unary_rpc_method_handler(
+                self._filter_recalled,
+                request_deserializer=pb.FilterRecalledRequest.FromString,
+                response_serializer=pb.FilterRecalledResponse.
+                SerializeToString),
+            "RecordExposure": grpc.unary_unary_rpc_method_handler(
+                self._record_exposure,
+                request_deserializer=pb.RecordExposureRequest.FromString,
+                response_serializer=pb.RecordExposureResponse.
+                SerializeToString),
+        }
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _enter(self, context):
+        with self._lock:
+            self.calls += 1
+        if self.mode == "hang":
+            while not self.release.wait(0.005):
+                if not context.is_active():
+                    context.abort(grpc.StatusCode.CANCELLED, "held")
+        if self.mode == "unavailable":
+            context.abort(grpc.StatusCode.UNAVAILABLE, "scripted")
+        if self.mode == "invalid":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "scripted")
+        if self.mode == "hint":
+            context.set_trailing_metadata((("x-exposure-owner", self.hint),))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "not mine")
+
+    def _filter_recalled(self, request, context):
+        self._enter(context)
+        return pb.FilterRecalledResponse(kept_ids=request.candidate_ids)
+
+    def _record_exposure(self, request, context):
+        self._enter(context)
+        return pb.RecordExposureResponse(items_recorded=1)
+
+
+class RoutingFailoverTest(unittest.TestCase):
+
+    def setUp(self):
+        self.replicas = [_Replica() for _ in range(REPLICAS)]
+        self.addresses = ["127.0.0.1:%d" % r.port for r in self.replicas]
+        self.user = next("user:%d" % i for i in range(1000)
+                         if replica_for_user("user:%d" % i, PARTITIONS,
+                                             REPLICAS) == 0)
+        self.channels = []
+
+    def tearDown(self):
+        for r in self.replicas:
+            r.release.set()
+            r.server.stop(None)
+        for c in self.channels:
+            c.close()
+
+    def router(self, replication_factor=2, timeout_s=30.0, **options):
+        # One try per channel call (no gRPC retries); a generous deadline.
+        clients = []
+        for a in self.addresses:
+            channel = connect(a, max_attempts=1)
+            self.channels.append(channel)
+            clients.append(ExposureFilterClient(channel, timeout_s=timeout_s))
+        return RoutingClient(clients, PARTITIONS,
+                             replication_factor=replication_factor, **options)
+
+    def recall(self):
+        return pb.FilterRecalledRequest(surface="homefeed",
+                                        user_id=self.user, candidate_ids=[7])
+
+    def calls(self):
+        return [r.calls for r in self.replicas]
+
+    def test_owners_are_the_partition_and_the_next_ordinals(self):
+        self.assertEqual(self.router().owners_for_user(self.user), [0, 1])
+
+    def test_healthy_owner_zero_is_the_only_one_called(self):
+        router = self.router()
+        for _ in range(3):
+            self.assertEqual(list(router.filter_recalled(self.recall())
+                                  .kept_ids), [7])
+        self.assertEqual(self.calls(), [3, 0, 0])
+
+    def test_unavailable_owner_fails_over(self):
+        self.replicas[0].mode = "unavailable"
+        router = self.router()
+        self.assertEqual(list(router.filter_recalled(self.recall()).kept_ids),
+                         [7])
+        self.assertEqual(self.calls(), [1, 1, 0])
+        self.assertEqual(router.stats(), {
+            "failovers": 1, "hedges": 0, "placement_updates": 0,
+            "replica_errors": [1, 0, 0]})
+
+    def test_hanging_owner_is_left_after_the_per_try_timeout(self):
+        self.replicas[0].mode = "hang"
+        router = self.router(per_try_timeout_s=0.2)
+        self.assertEqual(list(router.filter_recalled(self.recall()).kept_ids),
+                         [7])
+        self.assertEqual(self.calls(), [1, 1, 0])
+        self.assertEqual(router.stats()["failovers"], 1)
+
+    def test_unreachable_owner_fails_over(self):
+        self.replicas[0].server.stop(None)  # nothing listens on its port
+        router = self.router()
+        self.assertEqual(list(router.filter_recalled(self.recall()).kept_ids),
+                         [7])
+        self.assertEqual(self.replicas[1].calls, 1)
+        self.assertEqual(router.stats()["replica_errors"], [1, 0, 0])
+
+    def test_writes_fail_over(self):
+        self.replicas[0].mode = "unavailable"
+        router = self.router()
+        req = pb.RecordExposureRequest(surface="homefeed")
+        req.exposures.add(user_id=self.user, item_ids=[7])
+        [(replica, indices, outcome)] = router.record_exposure(req)
+        self.assertEqual((replica, indices), (0, [0]))
+        self.assertEqual(outcome.items_recorded, 1)
+        self.assertEqual(self.calls(), [1, 1, 0])
+
+    def test_both_owners_down_is_unavailable_naming_them(self):
+        self.replicas[0].mode = self.replicas[1].mode = "unavailable"
+        router = self.router()
+        with self.assertRaises(OwnersFailed) as caught:
+            router.filter_recalled(self.recall())
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        message = caught.exception.details()
+        self.assertIn("every owner failed (2 of 2 tried)", message)
+        self.assertIn("replica 0: UNAVAILABLE: scripted", message)
+        self.assertIn("replica 1: UNAVAILABLE: scripted", message)
+        self.assertEqual(self.replicas[2].calls, 0)
+
+    def test_the_deadline_is_not_extended_by_failover(self):
+        # No per-try timeout: owner 0 takes the whole deadline; owner 1 must
+        # not be tried after it.
+        self.replicas[0].mode = "hang"
+        router = self.router(timeout_s=0.3)
+        with self.assertRaises(grpc.RpcError) as caught:
+            router.filter_recalled(self.recall())
+        self.assertEqual(caught.exception.code(),
+                         grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertIn("reached before owners 1 were tried: replica 0: "
+                      "DEADLINE_EXCEEDED", caught.exception.details())
+        self.assertEqual(self.replicas[1].calls, 0)
+
+    def test_replication_factor_one_is_unchanged(self):
+        self.replicas[0].mode = "unavailable"
+        router = self.router(replication_factor=1)
+        with self.assertRaises(grpc.RpcError) as caught:
+            router.filter_recalled(self.recall())
+        self.assertNotIsInstance(caught.exception, OwnersFailed)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(caught.exception.details(), "scripted")
+        self.assertEqual(self.calls(), [1, 0, 0])
+
+    def test_other_codes_are_not_retried_on_another_owner(self):
+        self.replicas[0].mode = "invalid"
+        router = self.router()
+        with self.assertRaises(grpc.RpcError) as caught:
+            router.filter_recalled(self.recall())
+        self.assertEqual(caught.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(self.calls(), [1, 0, 0])
+
+    def test_a_hint_with_another_replication_factor_moves_on(self):
+        self.replicas[0].mode = "unavailable"
+        self.replicas[1].mode = "hint"
+        self.replicas[1].hint = ("ordinal=0;partition=0;partitions=12;"
+                                 "replicas=3;self=1;replication_factor=3")
+        router = self.router()
+        self.assertEqual(list(router.filter_recalled(self.recall()).kept_ids),
+                         [7])
+        self.assertEqual(self.calls(), [1, 1, 1])
+        self.assertEqual(router.replication_factor, 3)
+        self.assertEqual(router.stats()["placement_updates"], 1)
+
+    def test_a_hint_with_the_same_replication_factor_is_final(self):
+        self.replicas[0].mode = "hint"
+        self.replicas[0].hint = ("ordinal=0;partition=0;partitions=12;"
+                                 "replicas=3;self=0;replication_factor=2")
+        router = self.router()
+        with self.assertRaises(RoutingError) as caught:
+            router.filter_recalled(self.recall())
+        self.assertIn("routing disagreement with replica 0",
+                      str(caught.exception))
+        self.assertEqual(self.calls(), [1, 0, 0])
+
+    def test_hedging_sends_to_the_next_owner_after_the_delay(self):
+        self.replicas[0].mode = "hang"  # no per-try timeout
+        router = self.router(hedge_delay_s=0.05)
+        self.assertEqual(list(router.filter_recalled(self.recall()).kept_ids),
+                         [7])
+        self.assertEqual(self.calls(), [1, 1, 0])
+        self.assertEqual(router.stats(), {
+            "failovers": 0, "hedges": 1, "placement_updates": 0,
+            "replica_errors": [0, 0, 0]})
+
+    def test_no_hedge_when_owner_zero_answers_first(self):
+        router = self.router(hedge_delay_s=20.0)
+        router.filter_recalled(self.recall())
+        self.assertEqual(self.calls(), [1, 0, 0])
+        self.assertEqual(router.stats()["hedges"], 0)
+
+    def test_bad_options_name_the_field(self):
+        with self.assertRaisesRegex(ValueError, "replication_factor"):
+            self.router(replication_factor=4)
+        with self.assertRaisesRegex(ValueError, "per_try_timeout_s"):
+            self.router(per_try_timeout_s=0)
+        with self.assertRaisesRegex(ValueError, "hedge_delay_s"):
+            self.router(hedge_delay_s=-1)
+
+
+if __name__ == "__main__":
+    unittest.main()
