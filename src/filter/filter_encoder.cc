@@ -29,22 +29,43 @@ void PutU64(unsigned char* p, uint64_t v) {
 
 // Walks the live segments in format order and hands every byte run to
 // `sink(const void*, size_t)`.
+//
+// INTERIM (f2core, until f2wire's format 2 lands): format 1 cannot carry
+// fingerprint runs, so a slice holding runs is sent as ONE saturated block
+// (every bit set, k = 1) whose count is the runs' item count: a format-1
+// client then treats every candidate of that slice's time as exposed. Never
+// a false negative, but no filtering on the client for those slices.
 template <typename Sink>
 void EmitFilter(const UserFilter* filter, const FilterPolicy& policy,
                 int64_t now_ms, Sink&& sink) {
+  static const uint64_t kSaturated[kBlockWords] = {
+      ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0},
+      ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}};
   struct LiveSegment {
     int64_t slice_index;
-    UserFilter::Segment segment;  // a view into the filter
+    const uint64_t* words;
+    uint32_t num_blocks;
+    uint64_t count;
+    int k;
     int level;
   };
   std::vector<LiveSegment> live;
-  if (filter != nullptr) {
-    for (const UserFilter::Slice& s : filter->slices()) {
-      if (!policy.SliceLive(s.index, now_ms)) continue;
-      int level = 0;
-      for (const UserFilter::Segment& seg : s.segments) {
-        live.push_back({s.index, seg, level++});
+  FilterParts parts;
+  if (filter != nullptr) parts = filter->ToParts();
+  for (const SlicePart& s : parts.slices) {
+    if (!policy.SliceLive(s.index, now_ms)) continue;
+    int level = 0;
+    for (const BloomSegment& seg : s.bloom_segments) {
+      if (level == FilterPolicy::kMaxSegmentsPerSlice - 1 && !s.runs.empty()) {
+        break;  // room for the runs' block
       }
+      live.push_back({s.index, seg.words(), seg.num_blocks(), seg.count(),
+                      seg.k(), level++});
+    }
+    if (!s.runs.empty()) {
+      uint64_t count = 0;
+      for (const RunPart& r : s.runs) count += r.run.count();
+      live.push_back({s.index, kSaturated, 1, count, 1, level++});
     }
   }
   unsigned char header[format::kHeaderBytes] = {};
@@ -65,18 +86,18 @@ void EmitFilter(const UserFilter* filter, const FilterPolicy& policy,
     unsigned char seg[format::kSegmentHeaderBytes] = {};
     PutU64(seg + 0, static_cast<uint64_t>(policy.SliceStartMs(ls.slice_index)));
     PutU64(seg + 8, static_cast<uint64_t>(policy.SliceEndMs(ls.slice_index)));
-    PutU32(seg + 16, ls.segment.num_blocks());
-    const uint64_t count = std::min<uint64_t>(
-        ls.segment.count(), std::numeric_limits<uint32_t>::max());
+    PutU32(seg + 16, ls.num_blocks);
+    const uint64_t count =
+        std::min<uint64_t>(ls.count, std::numeric_limits<uint32_t>::max());
     PutU32(seg + 20, static_cast<uint32_t>(count));
-    seg[24] = static_cast<unsigned char>(ls.segment.k());
+    seg[24] = static_cast<unsigned char>(ls.k);
     seg[25] = static_cast<unsigned char>(ls.level);
     sink(seg, sizeof(seg));
   }
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                 "blocks are emitted as in memory: little-endian words");
   for (const LiveSegment& ls : live) {
-    sink(ls.segment.words(), ls.segment.bit_bytes());
+    sink(ls.words, size_t{ls.num_blocks} * kBlockBytes);
   }
 }
 
@@ -95,8 +116,8 @@ uint64_t EncodeFilter(const UserFilter* filter, const FilterPolicy& policy,
   return checksum;
 }
 
-uint64_t FilterFingerprint(const UserFilter* filter,
-                           const FilterPolicy& policy, int64_t now_ms) {
+uint64_t FilterFingerprint(const UserFilter* filter, const FilterPolicy& policy,
+                           int64_t now_ms) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   EmitFilter(filter, policy, now_ms, [&](const void* p, size_t n) {

@@ -34,25 +34,33 @@ void EncodeSurface(const Surface& s, std::string* out) {
   AppendFrame(kSnapshotSurface, body, out);
 }
 
-// Appends the user's live slices; false if none is live.
+// Appends the user's live slices; false if none is live. `type` is
+// kSnapshotUser for a user with Bloom slices only (format 1, readable by the
+// previous release), else kSnapshotUserRuns (INTERIM, see snapshot.h).
 bool EncodeUser(const Surface& surface, absl::string_view user_id,
-                const UserFilter& filter, int64_t now_ms, std::string* body) {
+                const UserFilter& filter, int64_t now_ms, std::string* body,
+                uint8_t* type) {
   const FilterPolicy& policy = surface.policy;
+  FilterParts parts = filter.ToParts();
   uint8_t live = 0;
-  for (const UserFilter::Slice& s : filter.slices()) {
-    live += policy.SliceLive(s.index, now_ms) ? 1 : 0;
+  bool runs = false;
+  for (const SlicePart& s : parts.slices) {
+    if (!policy.SliceLive(s.index, now_ms)) continue;
+    ++live;
+    runs |= !s.runs.empty();
   }
   if (live == 0) return false;
+  *type = runs ? kSnapshotUserRuns : kSnapshotUser;
   PutU16(body, surface.id);
   PutString32(body, user_id);
   PutU8(body, live);
-  for (const UserFilter::Slice& s : filter.slices()) {
+  for (const SlicePart& s : parts.slices) {
     if (!policy.SliceLive(s.index, now_ms)) continue;
     PutI64(body, s.index);
     PutI64(body, s.min_event_ms);
     PutI64(body, s.max_event_ms);
-    PutU8(body, static_cast<uint8_t>(s.segments.size()));
-    for (const UserFilter::Segment& seg : s.segments) {
+    PutU8(body, static_cast<uint8_t>(s.bloom_segments.size()));
+    for (const BloomSegment& seg : s.bloom_segments) {
       PutU32(body, seg.num_blocks());
       PutU8(body, static_cast<uint8_t>(seg.k()));
       PutU64(body, seg.count());
@@ -60,6 +68,13 @@ bool EncodeUser(const Surface& surface, absl::string_view user_id,
       // Words are little-endian in memory on every platform we build for
       // (x86-64, aarch64), which is the file's byte order.
       body->append(reinterpret_cast<const char*>(seg.words()), seg.bit_bytes());
+    }
+    if (!runs) continue;
+    PutU8(body, static_cast<uint8_t>(s.runs.size()));
+    for (const RunPart& r : s.runs) {
+      PutU32(body, r.capacity);
+      PutU8(body, r.open ? 1 : 0);
+      PutString32(body, r.run.Serialize());
     }
   }
   return true;
@@ -101,9 +116,9 @@ absl::Status Malformed(absl::string_view what, size_t offset) {
       absl::StrCat("malformed ", what, " record at offset ", offset));
 }
 
-// Decodes a User body into a filter; false if malformed.
-bool DecodeUser(absl::string_view body, uint16_t* surface_id,
-                absl::string_view* user_id, UserFilter* filter) {
+// Decodes a User body (record `type`) into parts; false if malformed.
+bool DecodeUser(absl::string_view body, uint8_t type, uint16_t* surface_id,
+                absl::string_view* user_id, FilterParts* parts) {
   ByteReader r(body);
   uint8_t slices = 0;
   if (!r.U16(surface_id) || !r.String32(user_id) || user_id->empty() ||
@@ -112,10 +127,11 @@ bool DecodeUser(absl::string_view body, uint16_t* surface_id,
   }
   int64_t prev_index = std::numeric_limits<int64_t>::min();
   for (int i = 0; i < slices; ++i) {
-    UserFilter::SliceData slice;
+    SlicePart slice;
     uint8_t segments = 0;
     if (!r.I64(&slice.index) || !r.I64(&slice.min_event_ms) ||
-        !r.I64(&slice.max_event_ms) || !r.U8(&segments) || segments == 0 ||
+        !r.I64(&slice.max_event_ms) || !r.U8(&segments) ||
+        (type == kSnapshotUser && segments == 0) ||
         segments > FilterPolicy::kMaxSegmentsPerSlice ||
         slice.index <= prev_index) {
       return false;
@@ -134,9 +150,28 @@ bool DecodeUser(absl::string_view body, uint16_t* surface_id,
       BloomSegment seg(blocks, k, capacity);
       // memcpy underneath: the mapped bytes need not be aligned.
       seg.Assign(reinterpret_cast<const uint64_t*>(bits.data()), count);
-      slice.segments.push_back(std::move(seg));
+      slice.bloom_segments.push_back(std::move(seg));
     }
-    if (!filter->AppendSlice(std::move(slice))) return false;
+    if (type == kSnapshotUserRuns) {
+      uint8_t runs = 0;
+      if (!r.U8(&runs)) return false;
+      for (int j = 0; j < runs; ++j) {
+        RunPart run;
+        uint8_t open = 0;
+        absl::string_view bytes;
+        if (!r.U32(&run.capacity) || !r.U8(&open) || open > 1 ||
+            !r.String32(&bytes)) {
+          return false;
+        }
+        absl::StatusOr<FingerprintRun> parsed =
+            FingerprintRun::Parse(std::string_view(bytes.data(), bytes.size()));
+        if (!parsed.ok()) return false;
+        run.run = *std::move(parsed);
+        run.open = open != 0;
+        slice.runs.push_back(std::move(run));
+      }
+    }
+    parts->slices.push_back(std::move(slice));
   }
   return r.remaining() == 0;
 }
@@ -170,24 +205,24 @@ absl::StatusOr<SnapshotWriteResult> WriteSnapshot(
   for (int shard = 0; shard < store.num_shards(); ++shard) {
     // Aging is judged once per shard, like the sweeper.
     const int64_t now = store.clock().NowMs();
-    store.VisitShard(shard,
-                     [&](const Surface& surface, absl::string_view user_id,
-                         const UserFilter& filter) {
-                       body.clear();
-                       if (!EncodeUser(surface, user_id, filter, now, &body))
-                         return;
-                       if (surface_written.size() <= surface.id) {
-                         surface_written.resize(surface.id + 1);
-                       }
-                       if (!surface_written[surface.id]) {
-                         EncodeSurface(surface, &chunk);
-                         surface_written[surface.id] = true;
-                         ++frames;
-                       }
-                       AppendFrame(kSnapshotUser, body, &chunk);
-                       ++frames;
-                       ++result.users;
-                     });
+    store.VisitShard(
+        shard, [&](const Surface& surface, absl::string_view user_id,
+                   const UserFilter& filter) {
+          body.clear();
+          uint8_t type = kSnapshotUser;
+          if (!EncodeUser(surface, user_id, filter, now, &body, &type)) return;
+          if (surface_written.size() <= surface.id) {
+            surface_written.resize(surface.id + 1);
+          }
+          if (!surface_written[surface.id]) {
+            EncodeSurface(surface, &chunk);
+            surface_written[surface.id] = true;
+            ++frames;
+          }
+          AppendFrame(type, body, &chunk);
+          ++frames;
+          ++result.users;
+        });
     // The shard lock is released: the disk write stalls nobody.
     if (absl::Status s = file.Write(chunk); !s.ok()) {
       ::unlink(tmp.c_str());
@@ -301,21 +336,31 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
         by_id[id] = *surface;
         break;
       }
-      case kSnapshotUser: {
+      case kSnapshotUser:
+      case kSnapshotUserRuns: {
         uint16_t surface_id = 0;
         absl::string_view user_id;
-        UserFilter filter;
-        if (!DecodeUser(frame.body, &surface_id, &user_id, &filter)) {
+        FilterParts parts;
+        if (!DecodeUser(frame.body, frame.type, &surface_id, &user_id,
+                        &parts)) {
           return Malformed("User", offset);
         }
         auto it = by_id.find(surface_id);
         if (it == by_id.end())
           return Malformed("User (unknown surface)", offset);
+        absl::StatusOr<UserFilter> decoded =
+            UserFilter::FromParts(it->second->policy, std::move(parts), "");
+        if (!decoded.ok()) {
+          return absl::DataLossError(
+              absl::StrCat("malformed User record at offset ", offset, ": ",
+                           decoded.status().message()));
+        }
+        UserFilter filter = *std::move(decoded);
         ++users;
         // Aging applies across the restart: slices that expired while the
         // server was down are dropped, not resurrected.
         filter.DropExpired(it->second->policy, now);
-        if (filter.slices().empty()) {
+        if (filter.empty()) {
           ++result.expired_users;
           break;
         }

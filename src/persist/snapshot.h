@@ -41,6 +41,12 @@ namespace exposure_filter {
 enum SnapshotRecordType : uint8_t {
   kSnapshotSurface = 16,
   kSnapshotUser = 17,
+  // INTERIM (f2core, until f2wire's snapshot records land): a user whose
+  // filter holds format-2 runs. Same body as kSnapshotUser with, after each
+  // slice's segments, u8 runs and per run u32 capacity, u8 open,
+  // string32 FingerprintRun::Serialize(). A previous release rejects it as
+  // an unknown record type, as it must.
+  kSnapshotUserRuns = 18,
   kSnapshotEnd = 32,
   kSnapshotMetadata = 64,
 };

@@ -1,12 +1,13 @@
+#include "exposure_filter/filter_format.h"
+
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <xxhash.h>
-
-#include "exposure_filter/filter_format.h"
 #include "exposure_filter/filter_view.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/filter_encoder.h"
@@ -28,8 +29,10 @@ void Reseal(std::string* bytes) {
   }
 }
 
+// Format 1 carries Bloom slices: the sample is a legacy (format-1) user, as
+// loaded from a previous release's snapshot.
 UserFilter SampleFilter(const FilterPolicy& p) {
-  UserFilter f;
+  BloomSlices f;
   std::vector<uint64_t> a, b;
   for (uint64_t id = 0; id < 300; ++id) a.push_back(HashItemId(id));
   for (uint64_t id = 1000; id < 1100; ++id) b.push_back(HashItemId(id));
@@ -37,7 +40,7 @@ UserFilter SampleFilter(const FilterPolicy& p) {
   f.Record(p, b, kNow);
   const uint64_t key = HashItemKey("video:abc");
   f.Record(p, {&key, 1}, kNow);
-  return f;
+  return *UserFilter::FromParts(p, f.ToParts(), "");
 }
 
 TEST(FilterFormatTest, UnknownUserEncodesAnEmptyFilter) {
@@ -63,8 +66,7 @@ TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
   EXPECT_EQ(v->segments().size(), 2u);
   EXPECT_TRUE(v->MayContainKey("video:abc"));
   for (uint64_t id = 0; id < 100000; ++id) {
-    ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id)))
-        << id;
+    ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id))) << id;
   }
   EXPECT_NEAR(v->EstimatedFpRate(), f.Stats(p, kNow).estimated_fp_rate, 1e-9);
 }

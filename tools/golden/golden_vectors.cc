@@ -56,7 +56,10 @@ struct Builder {
   }
 
   FilterPolicy policy;
-  UserFilter filter;
+  // INTERIM (f2core): format-1 vectors are built as legacy Bloom slices and
+  // served through UserFilter's legacy path, so their bytes stay those of
+  // format 1 until f2wire's format-2 vectors replace this generator.
+  BloomSlices filter;
   bool empty = false;  // encode as an unknown user (no UserFilter at all)
   std::vector<Candidate> candidates;
 
@@ -187,7 +190,7 @@ Builder MaxGeometry() {
   const int64_t newest = b.policy.SliceIndexOf(kNowMs);
   SplitMix64 rng(3);
   for (int s = 0; s < FilterPolicy::kMaxLiveSlices; ++s) {
-    UserFilter::SliceData slice;
+    BloomSlices::SliceData slice;
     slice.index = newest - (FilterPolicy::kMaxLiveSlices - 1) + s;
     slice.min_event_ms = b.policy.SliceStartMs(slice.index);
     slice.max_event_ms = slice.min_event_ms;
@@ -217,7 +220,10 @@ absl::StatusOr<GoldenVector> Finish(std::string name, std::string description,
   GoldenVector v;
   v.name = std::move(name);
   v.description = std::move(description);
-  const UserFilter* filter = b.empty ? nullptr : &b.filter;
+  absl::StatusOr<UserFilter> built =
+      UserFilter::FromParts(b.policy, b.filter.ToParts(), "");
+  if (!built.ok()) return built.status();
+  const UserFilter* filter = b.empty ? nullptr : &*built;
   EncodeFilter(filter, b.policy, kNowMs, &v.filter);
   absl::StatusOr<FilterView> view = FilterView::Parse(v.filter);
   if (!view.ok()) {
