@@ -9,9 +9,14 @@ double RunSizing::Budget(double delta, double legacy_fp) {
   return std::max(delta - legacy_fp, delta / 8);
 }
 
+double RunSizing::AdmissionBudget(double delta, double legacy_fp) {
+  return Budget(delta, legacy_fp) * (1 - kOverflowReserve);
+}
+
 OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
                                    uint64_t slice_items_after,
-                                   uint64_t items_after, int window_slices) {
+                                   uint64_t items_after, int window_slices,
+                                   bool first_run) {
   OpenRunShape shape;
   // Half of what is left: after j new runs without sealing, F <= budget *
   // (1 - 2^-j) < budget.
@@ -20,7 +25,7 @@ OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
   const double expected =
       std::max(static_cast<double>(slice_items_after),
                static_cast<double>(items_after) / std::max(1, window_slices));
-  int b = kMinOpenPrecision;
+  int b = first_run ? kMinOpenPrecision : kMinGrowthPrecision;
   if (cap > 0) {
     const double need = std::log2(2.0 * expected / cap);
     if (need > b) b = static_cast<int>(std::ceil(need));

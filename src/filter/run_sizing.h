@@ -46,11 +46,17 @@ struct OpenRunShape {
 
 class RunSizing {
  public:
-  // Least precision of a new open run. A new user's first run then holds up
-  // to delta/2 * 2^17 = 655 items at delta = 1% before a second run opens,
-  // and 20 items cost 20 * (log2(2^17 / 20) + 1.5) = 284 bits: the light
-  // user stays under 100 bytes all-in (tests/filter/format2_memory_test).
+  // Least precision of a user's first run. It holds up to delta/2 * 2^17 =
+  // 655 items at delta = 1% before a second run opens, and 20 items cost
+  // 20 * (log2(2^17 / 20) + 1.5) = 284 bits: the light user stays under
+  // 100 bytes all-in (tests/filter/format2_memory_test).
   static constexpr int kMinOpenPrecision = 17;
+  // Least precision of every later run: a user that writes again may grow,
+  // and a slice sealed later can only be re-mapped to U <= 2^b_low. 2^19 >=
+  // N / delta for N <= 5,242 items at 1%: a slice's first items keep room
+  // for its proportional share (a backfill seals slices early, when their
+  // first run is all they hold).
+  static constexpr int kMinGrowthPrecision = 19;
   // Least universe of a sealed run (2^17): a small slice keeps enough
   // precision that late items can still join it.
   static constexpr int kSealFloorLog2 = 17;
@@ -59,21 +65,32 @@ class RunSizing {
   // ends; an in-order stream leaves the old slice behind.
   static constexpr int kQuietWrites = 8;
   static constexpr int kMaxPrecision = 32;
+  // Fraction of the budget that no admission (join, new run, seal) may use:
+  // when the shares are exhausted even at b = 32, the run that must still
+  // take a write (no false negatives) spends from it, 2^-32 per item: ~43,000
+  // such items at delta = 1% before F could pass the budget.
+  static constexpr double kOverflowReserve = 1.0 / 1024;
 
   // The FP budget left for runs beside legacy Bloom slices of rate
   // `legacy_fp`. If the legacy slices took (nearly) all of delta, runs
   // still get delta / 8: new writes must be recorded (no false negatives),
   // and the legacy slices age out within the window.
   static double Budget(double delta, double legacy_fp);
+  // Budget minus the overflow reserve: what joins, new runs and seals may
+  // fill (the `budget` argument of the functions below).
+  static double AdmissionBudget(double delta, double legacy_fp);
 
   // Shape of a new open run for a user whose runs sum to `fp_now` and who
   // will hold `items_after` items with the write, `slice_items_after` of
   // them in the run's slice. capacity >= the write's items unless even
   // b = 32 cannot give it (budget exhausted: the caller then lets the run
   // exceed its share, see UserFilter::Record).
+  // `first_run`: the user holds no run yet (kMinOpenPrecision applies, else
+  // kMinGrowthPrecision).
   static OpenRunShape NewOpenRun(double budget, double fp_now,
                                  uint64_t slice_items_after,
-                                 uint64_t items_after, int window_slices);
+                                 uint64_t items_after, int window_slices,
+                                 bool first_run);
 
   // Universe to seal a slice of `slice_items` items (precision b_low at
   // least, all its runs) into, or 0 if no universe <= 2^b_low keeps F within

@@ -178,8 +178,7 @@ UserFilter::Tables UserFilter::Decode() const {
       r.rice_k = static_cast<uint8_t>((packed >> 5) & 31);
       r.open = ((packed >> 10) & 1) != 0;
       // An open run is a prefix run: U = 2^b, not stored.
-      r.universe =
-          r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
+      r.universe = r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
       r.payload_bits = static_cast<uint32_t>(GetVarint(p));
       r.bit_offset = offset;
       offset += r.payload_bits;
@@ -518,8 +517,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
 
   uint64_t added = 0;
   if (!incoming.empty()) {
-    const double budget =
-        RunSizing::Budget(policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
+    const double budget = RunSizing::AdmissionBudget(
+        policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
     double fp = 0;
     uint64_t items = 0;
     for (const SlicePlan& s : plan) {
@@ -576,8 +575,9 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
     if (!done) {
       uint64_t slice_items = 0;
       for (const RunPlan& r : slice.runs) slice_items += r.meta.count;
-      const OpenRunShape shape = RunSizing::NewOpenRun(
-          budget, fp, slice_items + m, items + m, window);
+      const OpenRunShape shape =
+          RunSizing::NewOpenRun(budget, fp, slice_items + m, items + m, window,
+                                /*first_run=*/items == 0);
       RunPlan r;
       r.meta.precision = static_cast<uint8_t>(shape.precision);
       r.meta.universe = shape.universe;

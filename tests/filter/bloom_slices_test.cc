@@ -50,8 +50,8 @@ double MeasuredFpRate(const BloomSlices& f, const FilterPolicy& p, int64_t now,
          probes;
 }
 
-void ExpectAllContained(const BloomSlices& f, const FilterPolicy& p, int64_t now,
-                        const std::vector<uint64_t>& recorded) {
+void ExpectAllContained(const BloomSlices& f, const FilterPolicy& p,
+                        int64_t now, const std::vector<uint64_t>& recorded) {
   std::vector<uint8_t> keep(recorded.size(), 1);
   f.RemoveExposed(p, now, recorded, keep.data());
   for (size_t i = 0; i < recorded.size(); ++i) {

@@ -186,7 +186,18 @@ TEST(FilterPartsTest, RejectsRunsOverTheBudget) {
   parts.slices[1].runs[0].run =
       *FingerprintRun::Build(Hashes(rng, 10, false), 17, 500);
   parts.slices[1].runs[0].capacity = 10;
+  parts.slices[1].runs[0].open = false;
   ExpectRejected(std::move(parts), "union bound");
+}
+
+TEST(FilterPartsTest, RejectsAnOpenRunThatIsNoPrefixRun) {
+  FilterParts parts = TwoSlices();
+  std::mt19937_64 rng(5);
+  parts.slices[1].runs[0].run =
+      *FingerprintRun::Build(Hashes(rng, 10, false), 17, 100000);
+  parts.slices[1].runs[0].capacity = 10;
+  parts.slices[1].runs[0].open = true;
+  ExpectRejected(std::move(parts), "open runs are prefix runs");
 }
 
 }  // namespace

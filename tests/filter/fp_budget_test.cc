@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "src/filter/filter_policy.h"
 #include "src/filter/bloom_slices.h"
+#include "src/filter/filter_policy.h"
 #include "tests/filter/fp_measurement.h"
 
 namespace exposure_filter {
