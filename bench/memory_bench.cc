@@ -146,6 +146,90 @@ BENCHMARK(BM_StoreBytesPerUser)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+// Issue 15's six arrival patterns, 300 users each, through the store:
+// range(0) = 0: 2,000 items in one call; 1: 2,000 at 20 per call, all now;
+// 2: 2,000 at 20 per call over 29 days in order; 3: 2,000 at 1 per call over
+// 29 days; 4: 20 items; 5: 5,000 at 20 per call, each call at a random time
+// of the last 20 days (a backfill). Reports accounted and heap bytes per
+// user, the mean union bound F (GetUserStats.estimated_fp_rate), the FP
+// measured with 20,000 never-recorded candidates per user (pooled), and
+// false negatives among the recorded items (must be 0).
+void BM_Issue15Patterns(benchmark::State& state) {
+  const int pattern = static_cast<int>(state.range(0));
+  constexpr int kUsers = 300;
+  static const char* kNames[] = {"2000 in one call",
+                                 "2000 20/call today",
+                                 "2000 20/call 29 days",
+                                 "2000 1/call 29 days",
+                                 "20 items",
+                                 "5000 20/call random 20 days"};
+  for (auto _ : state) {
+    const size_t heap_before = mallinfo2().uordblks;
+    Population p;
+    std::vector<std::vector<uint64_t>> recorded(kUsers);
+    double items = 0;
+    for (int u = 0; u < kUsers; ++u) {
+      std::mt19937_64 rng(1000 + u);
+      auto record = [&](size_t n, int64_t t) {
+        std::vector<uint64_t> h = RandomHashes(n, rng());
+        const std::string id = UserId(u);
+        const UserExposures ue{id, h, t};
+        p.store->Record(*p.surface, {&ue, 1});
+        recorded[u].insert(recorded[u].end(), h.begin(), h.end());
+        items += n;
+      };
+      auto spread = [&](size_t total, size_t per_call) {
+        const size_t calls = total / per_call;
+        for (size_t c = 0; c < calls; ++c) {
+          record(per_call, kNow - 29 * kDay +
+                               static_cast<int64_t>(29 * kDay * c / calls));
+        }
+      };
+      switch (pattern) {
+        case 0:
+          record(2000, kNow);
+          break;
+        case 1:
+          for (int c = 0; c < 100; ++c) record(20, kNow);
+          break;
+        case 2:
+          spread(2000, 20);
+          break;
+        case 3:
+          spread(2000, 1);
+          break;
+        case 4:
+          record(20, kNow);
+          break;
+        case 5:
+          for (int c = 0; c < 250; ++c) {
+            record(20, kNow - static_cast<int64_t>(
+                                  rng() % static_cast<uint64_t>(20 * kDay)));
+          }
+          break;
+      }
+    }
+    Report(state, p, heap_before, kUsers, items);
+    const std::vector<uint64_t> fresh = RandomHashes(20'000, 7);
+    double claimed = 0, bound = 0, false_negatives = 0;
+    for (int u = 0; u < kUsers; ++u) {
+      claimed += p.FpRate(u, fresh) * fresh.size();
+      bound += p.store->GetUserStats(*p.surface, UserId(u))->estimated_fp_rate;
+      std::vector<uint8_t> keep(recorded[u].size(), 1);
+      p.store->RemoveExposed(*p.surface, UserId(u), recorded[u], keep.data());
+      false_negatives += std::count(keep.begin(), keep.end(), 1);
+    }
+    state.counters["fp_measured"] = claimed / (20'000.0 * kUsers);
+    state.counters["fp_bound_mean"] = bound / kUsers;
+    state.counters["false_negatives"] = false_negatives;
+    state.SetLabel(kNames[pattern]);
+  }
+}
+BENCHMARK(BM_Issue15Patterns)
+    ->DenseRange(0, 5)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 // A population whose per-user volumes follow Zipf (exponent 1) over 1 to
 // 50,000 items, 20 per call, spread over the window.
 void BM_StoreBytesPerUserZipf(benchmark::State& state) {
@@ -171,6 +255,10 @@ void BM_StoreBytesPerUserZipf(benchmark::State& state) {
     state.counters["avg_items_per_user"] = items / kUsers;
     state.counters["fp_largest_user"] =
         p.FpRate(largest, RandomHashes(200'000, 8));
+    const std::vector<uint64_t> fresh = RandomHashes(20'000, 9);
+    double fp = 0;
+    for (int u = 0; u < kUsers; u += 10) fp += p.FpRate(u, fresh);
+    state.counters["fp_measured_every_10th_user"] = fp / (kUsers / 10);
   }
 }
 BENCHMARK(BM_StoreBytesPerUserZipf)

@@ -25,7 +25,9 @@ OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
   const double expected =
       std::max(static_cast<double>(slice_items_after),
                static_cast<double>(items_after) / std::max(1, window_slices));
-  int b = first_run ? kMinOpenPrecision : kMinGrowthPrecision;
+  const int b_first = std::max(
+      1, static_cast<int>(std::ceil(std::log2(2 * kFirstRunItems / budget))));
+  int b = first_run ? b_first : b_first + kGrowthExtraBits;
   if (cap > 0) {
     const double need = std::log2(2.0 * expected / cap);
     if (need > b) b = static_cast<int>(std::ceil(need));

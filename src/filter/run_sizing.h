@@ -15,7 +15,7 @@
 //    holding spare precision: a new one gets a share cap = (budget - F) / 2,
 //    half of what is left, so however often a user outgrows its runs F stays
 //    below the budget (the shares form a geometric series); its precision is
-//      b = max(kMinOpenPrecision, ceil(log2(2 * n_expected / cap))),
+//      b = max(b_min, ceil(log2(2 * n_expected / cap))),
 //      n_expected = max(n_s, N_after / L)
 //    so it has room for capacity = cap * 2^b >= 2 n_expected items: twice
 //    what the slice holds after the write, or twice a slice's share of the
@@ -46,17 +46,19 @@ struct OpenRunShape {
 
 class RunSizing {
  public:
-  // Least precision of a user's first run. It holds up to delta/2 * 2^17 =
-  // 655 items at delta = 1% before a second run opens, and 20 items cost
-  // 20 * (log2(2^17 / 20) + 1.5) = 284 bits: the light user stays under
-  // 100 bytes all-in (tests/filter/format2_memory_test).
-  static constexpr int kMinOpenPrecision = 17;
-  // Least precision of every later run: a user that writes again may grow,
-  // and a slice sealed later can only be re-mapped to U <= 2^b_low. 2^19 >=
-  // N / delta for N <= 5,242 items at 1%: a slice's first items keep room
-  // for its proportional share (a backfill seals slices early, when their
-  // first run is all they hold).
-  static constexpr int kMinGrowthPrecision = 19;
+  // Least capacity of a user's first run: b >= log2(2 * 640 / budget), 17
+  // bits at delta = 1%, so it holds up to delta/2 * 2^17 = 655 items before a
+  // second run opens, and 20 items cost 20 * (log2(2^17 / 20) + 1.5) = 284
+  // bits: the light user stays under 100 bytes all-in
+  // (tests/filter/format2_memory_test). In items, not bits, so a surface
+  // with a large delta does not pay 17 bits.
+  static constexpr double kFirstRunItems = 640;
+  // Every later run gets 2 more bits (19 at 1%: 2^19 >= N / delta for N <=
+  // 5,242 items): a user that writes again may grow, and a slice sealed
+  // later can only be re-mapped to U <= 2^b_low, so its first items keep
+  // room for a proportional share (a backfill seals slices early, when
+  // their first run is all they hold).
+  static constexpr int kGrowthExtraBits = 2;
   // Least universe of a sealed run (2^17): a small slice keeps enough
   // precision that late items can still join it.
   static constexpr int kSealFloorLog2 = 17;
@@ -85,8 +87,8 @@ class RunSizing {
   // them in the run's slice. capacity >= the write's items unless even
   // b = 32 cannot give it (budget exhausted: the caller then lets the run
   // exceed its share, see UserFilter::Record).
-  // `first_run`: the user holds no run yet (kMinOpenPrecision applies, else
-  // kMinGrowthPrecision).
+  // `first_run`: the user holds no run yet (kFirstRunItems applies, else
+  // kGrowthExtraBits more).
   static OpenRunShape NewOpenRun(double budget, double fp_now,
                                  uint64_t slice_items_after,
                                  uint64_t items_after, int window_slices,
