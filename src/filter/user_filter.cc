@@ -179,6 +179,7 @@ UserFilter::Tables UserFilter::Decode() const {
       r.open = ((packed >> 10) & 1) != 0;
       // An open run is a prefix run: U = 2^b, not stored.
       r.universe = r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
+      r.weight = r.count + (r.open ? 0 : GetVarint(p));
       r.payload_bits = static_cast<uint32_t>(GetVarint(p));
       r.bit_offset = offset;
       offset += r.payload_bits;
@@ -250,13 +251,17 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
         r.meta.rice_k = static_cast<uint8_t>(code.k);
         r.meta.payload_bits = static_cast<uint32_t>(code.bits);
         r.meta.capacity = std::max(r.meta.capacity, r.meta.count);
+        r.meta.weight = Weight(r.fps, r.meta.precision, r.meta.universe);
       }
       PutVarint(&tables, r.meta.count);
       PutVarint(&tables, r.meta.capacity - r.meta.count);
       PutVarint(&tables, uint64_t{r.meta.precision - 1u} |
                              uint64_t{r.meta.rice_k} << 5 |
                              uint64_t{r.meta.open ? 1u : 0u} << 10);
-      if (!r.meta.open) PutVarint(&tables, r.meta.universe - 1);
+      if (!r.meta.open) {
+        PutVarint(&tables, r.meta.universe - 1);
+        PutVarint(&tables, r.meta.weight - r.meta.count);
+      }
       PutVarint(&tables, r.meta.payload_bits);
       total_bits += r.meta.payload_bits;
     }
@@ -332,6 +337,20 @@ size_t UserFilter::MemoryBytes() const {
 
 // --- Writes ------------------------------------------------------------------
 
+uint64_t UserFilter::Weight(const std::vector<uint32_t>& fps, int b,
+                            uint64_t u) {
+  const uint64_t full = uint64_t{1} << b;
+  if (u == full) return fps.size();
+  // Prefixes x in [0, 2^b) with floor(x u / 2^b) = f: x from ceil(f 2^b / u)
+  // to ceil((f + 1) 2^b / u) - 1. f < u <= 2^32 and 2^b <= 2^32: no overflow.
+  uint64_t w = 0;
+  for (uint32_t f : fps) {
+    w += ((uint64_t{f} + 1) * full + u - 1) / u -
+         (uint64_t{f} * full + u - 1) / u;
+  }
+  return w;
+}
+
 std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
                                             const std::vector<RunPlan>& runs,
                                             int b, uint64_t u) {
@@ -395,6 +414,7 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
     }
     if (!any_open) continue;
     const double fp_others = fp_all - fp_slice;
+    const std::vector<RunPlan> original = s.runs;  // if the seal is refused
     std::vector<RunPlan> keep;
     for (RunPlan& r : s.runs) {
       if (r.meta.open) {
@@ -438,6 +458,13 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
         RemapRuns(*this, prefix, merged.meta.precision, merged.meta.universe);
     merged.meta.count = static_cast<uint32_t>(merged.fps.size());
     merged.meta.capacity = merged.meta.count;
+    merged.meta.weight =
+        Weight(merged.fps, merged.meta.precision, merged.meta.universe);
+    // The exact rate of the sealed run (its weight), not n / U, decides.
+    if (fp_others + fp_kept + merged.meta.fp() > budget) {
+      s.runs = original;
+      continue;
+    }
     fp_all = fp_all - fp_slice + fp_kept + merged.meta.fp();
     keep.insert(keep.begin(), std::move(merged));
     s.runs = std::move(keep);
@@ -557,7 +584,11 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
                      std::back_inserter(all));
       const uint64_t n_new = all.size() - have.size();
       if (check_capacity && all.size() > target->meta.capacity) return false;
-      if (fp + static_cast<double>(n_new) / target->meta.universe > budget) {
+      const uint64_t weight =
+          Weight(all, target->meta.precision, target->meta.universe);
+      if (fp - target->meta.fp() +
+              std::ldexp(static_cast<double>(weight), -target->meta.precision) >
+          budget) {
         return false;
       }
       target->src = nullptr;
@@ -917,6 +948,7 @@ absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
       r.meta.payload_bits = run.payload_bits();
       r.meta.open = rp.open;
       r.fps = run.Fingerprints();
+      r.meta.weight = Weight(r.fps, r.meta.precision, r.meta.universe);
       runs_fp += r.meta.fp();
       s.runs.push_back(std::move(r));
     }

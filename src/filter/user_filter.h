@@ -38,6 +38,7 @@
 #define EXPOSURE_FILTER_SRC_FILTER_USER_FILTER_H_
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -169,7 +170,17 @@ class UserFilter {
     uint8_t rice_k = 0;
     bool open = false;
     uint64_t bit_offset = 0;  // derived: where its codes start
-    double fp() const { return static_cast<double>(count) / universe; }
+    // Prefixes (of 2^precision) whose fingerprint is in the run: a fresh
+    // hash is claimed with probability exactly weight / 2^precision. Equal
+    // to count for a prefix run (U = 2^b); for U < 2^b a fingerprint f
+    // covers c_f = ceil((f+1) 2^b / U) - ceil(f 2^b / U) prefixes (1 or 2
+    // when U > 2^(b-1)), and the stored f are the ones items landed on,
+    // size-biased towards the wider ones: n / U underestimates the rate by
+    // up to U / 2^b, so F uses the exact weight.
+    uint64_t weight = 0;
+    double fp() const {
+      return std::ldexp(static_cast<double>(weight), -precision);
+    }
   };
   struct SliceMeta {
     int64_t index = 0;
@@ -215,6 +226,8 @@ class UserFilter {
                       int64_t now_ms) const;
   // The runs' fingerprints, ascending distinct, re-mapped to (b, u) (b at
   // most each run's precision; u <= 2^b).
+  // Sum of c_f over `fps` (see RunMeta::weight).
+  static uint64_t Weight(const std::vector<uint32_t>& fps, int b, uint64_t u);
   static std::vector<uint32_t> RemapRuns(const UserFilter& f,
                                          const std::vector<RunPlan>& runs,
                                          int b, uint64_t u);
