@@ -212,12 +212,19 @@ inline void CheckStatus(const absl::Status& s) {
       Require(StartsWithFieldPath(s.message()),
               "INVALID_ARGUMENT names the field first");
       return;
+    case absl::StatusCode::kFailedPrecondition:
+      // GetFilter's accepted_formats without this server's format (issue 15).
+      Require(StartsWithFieldPath(s.message()),
+              "FAILED_PRECONDITION names the field first");
+      return;
     case absl::StatusCode::kResourceExhausted:
       Require(!s.message().empty(), "RESOURCE_EXHAUSTED says why");
       return;
     default:
       std::fprintf(stderr, "status: %s\n", s.ToString().c_str());
-      Require(false, "status is OK, INVALID_ARGUMENT or RESOURCE_EXHAUSTED");
+      Require(false,
+              "status is OK, INVALID_ARGUMENT, FAILED_PRECONDITION or "
+              "RESOURCE_EXHAUSTED");
   }
 }
 
