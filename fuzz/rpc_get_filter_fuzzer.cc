@@ -2,9 +2,11 @@
 // (rpc_fuzz_fixture.h). On OK the filter must parse with the public
 // FilterView, claim the preloaded user's items, and answer not_modified
 // (with no bytes) exactly when if_version equals the current version.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "exposure_filter/filter_format.h"
 #include "exposure_filter/filter_view.h"
 #include "fuzz/rpc_fuzz_fixture.h"
 
@@ -17,8 +19,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // undecodable: checked, kept in the corpus
   }
   if (!run.status.ok()) {
-    Require(run.status.code() == absl::StatusCode::kInvalidArgument,
-            "reads fail only on bad input");
+    // FAILED_PRECONDITION only for a client that accepts formats, none of
+    // them this server's (issue 15).
+    const auto& accepted = run.req.accepted_formats();
+    const bool refuses_our_format =
+        !accepted.empty() && std::find(accepted.begin(), accepted.end(),
+                                       format::kVersion) == accepted.end();
+    Require(run.status.code() == absl::StatusCode::kInvalidArgument ||
+                (refuses_our_format &&
+                 run.status.code() == absl::StatusCode::kFailedPrecondition),
+            "reads fail only on bad input or formats we do not encode");
     return 0;
   }
   const auto& resp = run.resp;
