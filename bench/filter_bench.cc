@@ -31,10 +31,12 @@ std::vector<uint64_t> RandomHashes(size_t n, uint64_t seed) {
 // A user with `items` exposures spread evenly over `slices` of the window,
 // recorded in batches of `batch` (1 = one item per call, the worst case for
 // growth segments).
-UserFilter MakeUser(const FilterPolicy& policy,
-                    const std::vector<uint64_t>& items, int slices,
-                    size_t batch) {
-  UserFilter f;
+// Filter: UserFilter (format 2, what the server stores) or BloomSlices
+// (format 1, the previous release's filter, kept for legacy data).
+template <typename Filter = UserFilter>
+Filter MakeUser(const FilterPolicy& policy, const std::vector<uint64_t>& items,
+                int slices, size_t batch) {
+  Filter f;
   const size_t per_slice = (items.size() + slices - 1) / slices;
   for (int s = slices - 1; s >= 0; --s) {  // oldest slice first
     const size_t begin = std::min(items.size(), s * per_slice);
@@ -57,7 +59,8 @@ std::vector<uint64_t> Candidates(const std::vector<uint64_t>& recorded,
   return c;
 }
 
-int LiveSlices(const UserFilter& f, const FilterPolicy& policy) {
+template <typename Filter>
+int LiveSlices(const Filter& f, const FilterPolicy& policy) {
   return static_cast<int>(f.Stats(policy, kNow).slices);
 }
 
@@ -93,15 +96,15 @@ void BM_RemoveExposedWarm(benchmark::State& state) {
   }
   const FilterPolicy policy = *FilterPolicy::Create({});
   const std::vector<uint64_t> recorded = RandomHashes(items, 1);
-  const UserFilter f = MakeUser(policy, recorded, slices, 100);
+  const BloomSlices f = MakeUser<BloomSlices>(policy, recorded, slices, 100);
   const std::vector<uint64_t> candidates = Candidates(recorded, 2);
   std::vector<uint8_t> keep(candidates.size());
   const RemoveContainedFn kernel =
       avx2 ? &RemoveContainedAvx2 : &RemoveContainedPortable;
   for (auto _ : state) {
     std::fill(keep.begin(), keep.end(), 1);
-    for (const UserFilter::Slice& s : f.slices()) {
-      for (const UserFilter::Segment& seg : s.segments) {
+    for (const BloomSlices::Slice& s : f.slices()) {
+      for (const BloomSlices::Segment& seg : s.segments) {
         kernel(SegmentRef{seg.words(), seg.num_blocks(), seg.k()},
                candidates.data(), candidates.size(), keep.data());
       }
@@ -122,26 +125,65 @@ BENCHMARK(BM_RemoveExposedWarm)
     ->Args({7, 50000, 0})
     ->Args({7, 50000, 1});
 
+// The whole RemoveExposed of 5,000 candidates (what one FilterRecalled does
+// per user) against one user of range(1) items over range(0) slices, 20 per
+// call; range(2) = 1: format 1 (BloomSlices, the previous release), 2:
+// format 2 (UserFilter: one radix sort of the candidates, one merge per
+// run). Old and new side by side in one run.
+void BM_RemoveExposedUser(benchmark::State& state) {
+  const int slices = static_cast<int>(state.range(0));
+  const size_t items = static_cast<size_t>(state.range(1));
+  const bool format2 = state.range(2) == 2;
+  const FilterPolicy policy = *FilterPolicy::Create({});
+  const std::vector<uint64_t> recorded = RandomHashes(items, 1);
+  const std::vector<uint64_t> candidates = Candidates(recorded, 2);
+  std::vector<uint8_t> keep(candidates.size());
+  auto run = [&](const auto& f) {
+    for (auto _ : state) {
+      std::fill(keep.begin(), keep.end(), 1);
+      f.RemoveExposed(policy, kNow, candidates, keep.data());
+      benchmark::DoNotOptimize(keep.data());
+    }
+    state.counters["bytes"] = static_cast<double>(f.MemoryBytes());
+    state.counters["runs_or_segments"] = f.Stats(policy, kNow).segments;
+  };
+  if (format2) {
+    run(MakeUser<UserFilter>(policy, recorded, slices, 20));
+  } else {
+    run(MakeUser<BloomSlices>(policy, recorded, slices, 20));
+  }
+  state.counters["ns_per_candidate"] =
+      benchmark::Counter(static_cast<double>(candidates.size()) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate |
+                             benchmark::Counter::kInvert);
+  state.SetItemsProcessed(state.iterations() * candidates.size());
+  state.SetLabel(format2 ? "format2" : "format1");
+}
+BENCHMARK(BM_RemoveExposedUser)
+    ->ArgsProduct({{1, 7}, {300, 2000, 20000}, {1, 2}});
+
 // Cold cache: 4,096 users (~11 MB of filters, beyond L2 and most L3 slices)
 // visited in a random order, so every block is a cache miss that only the
 // prefetch can hide. Uses the dispatching entry point the server uses.
-void BM_RemoveExposedCold(benchmark::State& state) {
+// range(1): 1 = format 1 (BloomSlices), 2 = format 2 (UserFilter).
+template <typename Filter>
+void RemoveExposedCold(benchmark::State& state) {
   const int slices = static_cast<int>(state.range(0));
   const size_t items = 2000;
   const FilterPolicy policy = *FilterPolicy::Create({});
   constexpr size_t kUsers = 4096;
-  std::vector<UserFilter> users;
+  std::vector<Filter> users;
   users.reserve(kUsers);
   std::vector<uint64_t> recorded;
   for (size_t u = 0; u < kUsers; ++u) {
     recorded = RandomHashes(items, 100 + u);
-    users.push_back(MakeUser(policy, recorded, slices, 100));
+    users.push_back(MakeUser<Filter>(policy, recorded, slices, 100));
   }
   const std::vector<uint64_t> candidates = Candidates(recorded, 3);
   std::vector<uint8_t> keep(candidates.size());
   std::mt19937 rng(9);
   for (auto _ : state) {
-    const UserFilter& f = users[rng() % kUsers];
+    const Filter& f = users[rng() % kUsers];
     std::fill(keep.begin(), keep.end(), 1);
     f.RemoveExposed(policy, kNow, candidates, keep.data());
     benchmark::DoNotOptimize(keep.data());
@@ -153,17 +195,27 @@ void BM_RemoveExposedCold(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * candidates.size());
   state.SetLabel(ProbeKernelName(ActiveProbeKernel()));
 }
-BENCHMARK(BM_RemoveExposedCold)->Arg(1)->Arg(4)->Arg(7);
+void BM_RemoveExposedCold(benchmark::State& state) {
+  if (state.range(1) == 2) {
+    RemoveExposedCold<UserFilter>(state);
+  } else {
+    RemoveExposedCold<BloomSlices>(state);
+  }
+}
+BENCHMARK(BM_RemoveExposedCold)->ArgsProduct({{1, 4, 7}, {1, 2}});
 
-void BM_RecordBatch(benchmark::State& state) {
+// 20 items per call into one user until 65,536 items, then a new user.
+// range(0): 1 = format 1 (BloomSlices), 2 = format 2 (UserFilter).
+template <typename Filter>
+void RecordBatch(benchmark::State& state) {
   const FilterPolicy policy = *FilterPolicy::Create({});
   const std::vector<uint64_t> items = RandomHashes(1 << 16, 3);
   size_t offset = 0;
-  UserFilter f;
+  Filter f;
   for (auto _ : state) {
     if (offset + 20 > items.size()) {
       state.PauseTiming();
-      f = UserFilter();
+      f = Filter();
       offset = 0;
       state.ResumeTiming();
     }
@@ -172,7 +224,14 @@ void BM_RecordBatch(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * 20);
 }
-BENCHMARK(BM_RecordBatch);
+void BM_RecordBatch(benchmark::State& state) {
+  if (state.range(0) == 2) {
+    RecordBatch<UserFilter>(state);
+  } else {
+    RecordBatch<BloomSlices>(state);
+  }
+}
+BENCHMARK(BM_RecordBatch)->Arg(1)->Arg(2);
 
 // Bytes per user (filter heap, excluding the store's map entry, which
 // GetUserStats adds: ~100 B) at range(0) items spread over the 7 slices of
@@ -189,8 +248,9 @@ void BM_BytesPerUser(benchmark::State& state) {
     f = MakeUser(policy, recorded, std::min<int>(7, items), batch);
   }
   const std::vector<uint64_t> fresh = RandomHashes(200000, 12);
-  size_t fp = 0;
-  for (uint64_t h : fresh) fp += f.MayContain(policy, kNow, h);
+  std::vector<uint8_t> keep(fresh.size(), 1);
+  f.RemoveExposed(policy, kNow, fresh, keep.data());
+  const size_t fp = std::count(keep.begin(), keep.end(), 0);
   const UserFilterStats st = f.Stats(policy, kNow);
   state.counters["bytes"] = static_cast<double>(f.MemoryBytes());
   state.counters["bits_per_item"] = 8.0 * f.MemoryBytes() / items;
@@ -227,9 +287,9 @@ void BM_BytesPerUserZipf(benchmark::State& state) {
               [](const auto& a, const auto& b) { return a.first > b.first; });
     const std::vector<uint64_t> fresh = RandomHashes(100000, 22);
     for (int i = 0; i < 20; ++i) {
-      size_t fp = 0;
-      for (uint64_t h : fresh)
-        fp += users[i].second.MayContain(policy, kNow, h);
+      std::vector<uint8_t> keep(fresh.size(), 1);
+      users[i].second.RemoveExposed(policy, kNow, fresh, keep.data());
+      const size_t fp = std::count(keep.begin(), keep.end(), 0);
       worst_fp = std::max(worst_fp, static_cast<double>(fp) / fresh.size());
     }
   }

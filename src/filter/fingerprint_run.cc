@@ -34,8 +34,12 @@ inline uint64_t Peek64(const uint64_t* words, uint64_t pos) {
 // the variable length of each code, and the remainder loads run ahead.
 class RunDecoder {
  public:
-  RunDecoder(const uint64_t* words, int k)
-      : words_(words), k_(k), mask_((uint64_t{1} << k) - 1) {}
+  // The remainders start at bit `rem_base` of `words`.
+  RunDecoder(const uint64_t* words, uint64_t rem_base, int k)
+      : words_(words),
+        rem_base_(rem_base),
+        k_(k),
+        mask_((uint64_t{1} << k) - 1) {}
   // Positions the decoder at code `index`, whose unary part starts at bit
   // `unary_pos`.
   void Seek(uint32_t index, uint64_t unary_pos) {
@@ -52,8 +56,9 @@ class RunDecoder {
     bits_ &= bits_ - 1;
     const uint64_t q = one - unary_pos_;
     unary_pos_ = one + 1;
-    // k = 0: mask 0 (Peek64 at bit 0 stays inside: n >= 1 means >= 1 word).
-    const uint64_t r = Peek64(words_, uint64_t{index_} * k_) & mask_;
+    // k = 0: mask 0 (Peek64 at the payload's first bit stays inside).
+    const uint64_t r =
+        Peek64(words_, rem_base_ + uint64_t{index_} * k_) & mask_;
     ++index_;
     return (q << k_) | r;
   }
@@ -62,6 +67,7 @@ class RunDecoder {
 
  private:
   const uint64_t* words_;
+  uint64_t rem_base_;
   int k_;
   uint64_t mask_;
   uint32_t index_ = 0;
@@ -104,6 +110,58 @@ uint64_t CodedBits(absl::Span<const uint32_t> sorted_distinct, int k) {
 
 }  // namespace
 
+RiceCode RiceCode::Choose(absl::Span<const uint32_t> sorted_distinct,
+                          uint64_t u) {
+  RiceCode best;
+  const size_t n = sorted_distinct.size();
+  if (n == 0) return best;
+  // The mean gap d is (u - n) / n; Rice is near-optimal at 2^k ~= mean ln 2
+  // (header comment). Rounding of the log and the gap distribution's actual
+  // shape can make a neighbour shorter, so take the shortest of k-1, k, k+1.
+  // A few gaps are no sample of that distribution (one gap is just a number):
+  // up to kTryAllBelow codes, trying all 32 costs less than the codes do.
+  constexpr size_t kTryAllBelow = 64;
+  const double mean_gap = static_cast<double>(u - n) / static_cast<double>(n);
+  const double target = mean_gap * std::log(2.0);
+  int k0 = target >= 1 ? static_cast<int>(std::floor(std::log2(target))) : 0;
+  k0 = std::clamp(k0, 0, kMaxRiceK);
+  const int k_lo = n <= kTryAllBelow ? 0 : std::max(0, k0 - 1);
+  const int k_hi = n <= kTryAllBelow ? kMaxRiceK : std::min(kMaxRiceK, k0 + 1);
+  best.k = -1;
+  for (int k = k_lo; k <= k_hi; ++k) {
+    const uint64_t bits = CodedBits(sorted_distinct, k);
+    if (best.k < 0 || bits < best.bits) {
+      best.k = k;
+      best.bits = bits;
+    }
+  }
+  return best;
+}
+
+void RiceCode::Write(absl::Span<const uint32_t> sorted_distinct, uint64_t* w,
+                     uint64_t bit_offset) const {
+  const size_t n = sorted_distinct.size();
+  const uint64_t mask = (uint64_t{1} << k) - 1;
+  uint64_t unary_pos = bit_offset + uint64_t{n} * k;  // after the remainders
+  uint64_t rem_pos = bit_offset;
+  uint64_t next = 0;
+  for (uint32_t f : sorted_distinct) {
+    const uint64_t d = f - next;
+    next = uint64_t{f} + 1;
+    if (k != 0) {
+      const unsigned shift = rem_pos & 63;
+      w[rem_pos >> 6] |= (d & mask) << shift;
+      if (shift + k > 64) {
+        w[(rem_pos >> 6) + 1] |= (d & mask) >> (64 - shift);
+      }
+      rem_pos += k;
+    }
+    unary_pos += d >> k;  // zeros: the destination starts zeroed
+    w[unary_pos >> 6] |= uint64_t{1} << (unary_pos & 63);
+    ++unary_pos;
+  }
+}
+
 absl::StatusOr<FingerprintRun> FingerprintRun::Build(
     absl::Span<const uint64_t> item_hashes, int b, uint64_t u,
     Options options) {
@@ -142,57 +200,18 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Encode(
   if (n > std::numeric_limits<uint32_t>::max()) {
     return absl::ResourceExhaustedError("fingerprint run too large");
   }
-  // The mean gap d is (u - n) / n; Rice is near-optimal at 2^k ~= mean ln 2
-  // (header comment). Rounding of the log and the gap distribution's actual
-  // shape can make a neighbour shorter, so take the shortest of k-1, k, k+1.
-  // A few gaps are no sample of that distribution (one gap is just a number):
-  // up to kTryAllBelow codes, trying all 32 costs less than the codes do.
-  constexpr size_t kTryAllBelow = 64;
-  const double mean_gap = static_cast<double>(u - n) / static_cast<double>(n);
-  const double target = mean_gap * std::log(2.0);
-  int k0 = target >= 1 ? static_cast<int>(std::floor(std::log2(target))) : 0;
-  k0 = std::clamp(k0, 0, kMaxRiceK);
-  const int k_lo = n <= kTryAllBelow ? 0 : std::max(0, k0 - 1);
-  const int k_hi = n <= kTryAllBelow ? kMaxRiceK : std::min(kMaxRiceK, k0 + 1);
-  int best_k = -1;
-  uint64_t best_bits = 0;
-  for (int k = k_lo; k <= k_hi; ++k) {
-    const uint64_t bits = CodedBits(sorted_distinct, k);
-    if (best_k < 0 || bits < best_bits) {
-      best_k = k;
-      best_bits = bits;
-    }
-  }
-  if (best_bits >= kMaxPayloadBits) {
+  const RiceCode code = RiceCode::Choose(sorted_distinct, u);
+  if (code.bits >= kMaxPayloadBits) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "fingerprint run of %d items needs %d bits (limit 2^32)", n,
-        best_bits));
+        code.bits));
   }
   run.count_ = static_cast<uint32_t>(n);
-  run.rice_k_ = static_cast<uint8_t>(best_k);
-  run.payload_bits_ = static_cast<uint32_t>(best_bits);
+  run.rice_k_ = static_cast<uint8_t>(code.k);
+  run.payload_bits_ = static_cast<uint32_t>(code.bits);
   const size_t words = run.payload_words() + 1 + run.skip_entries();
   run.words_.reset(new uint64_t[words]());
-  uint64_t* w = run.words_.get();
-  const uint64_t mask = (uint64_t{1} << best_k) - 1;
-  uint64_t unary_pos = uint64_t{n} * best_k;  // after the remainders
-  uint64_t rem_pos = 0;
-  uint64_t next = 0;
-  for (uint32_t f : sorted_distinct) {
-    const uint64_t d = f - next;
-    next = uint64_t{f} + 1;
-    if (best_k != 0) {
-      const unsigned shift = rem_pos & 63;
-      w[rem_pos >> 6] |= (d & mask) << shift;
-      if (shift + best_k > 64) {
-        w[(rem_pos >> 6) + 1] |= (d & mask) >> (64 - shift);
-      }
-      rem_pos += best_k;
-    }
-    unary_pos += d >> best_k;  // zeros: the buffer starts zeroed
-    w[unary_pos >> 6] |= uint64_t{1} << (unary_pos & 63);
-    ++unary_pos;
-  }
+  code.Write(sorted_distinct, run.words_.get(), 0);
   run.BuildSkipIndex();
   return run;
 }
@@ -313,7 +332,7 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
 void FingerprintRun::BuildSkipIndex() {
   if (skip_stride_ == 0 || count_ == 0) return;
   uint64_t* entries = words_.get() + payload_words() + 1;
-  RunDecoder dec(words_.get(), rice_k_);
+  RunDecoder dec(words_.get(), 0, rice_k_);
   dec.Seek(0, uint64_t{count_} * rice_k_);
   uint64_t next = 0;
   for (uint32_t i = 0; i < count_; ++i) {
@@ -329,16 +348,16 @@ size_t FingerprintRun::heap_bytes() const {
   return words_ ? (payload_words() + 1 + skip_entries()) * sizeof(uint64_t) : 0;
 }
 
-bool FingerprintRun::ContainsFingerprint(uint32_t fp) const {
+bool FingerprintRunView::ContainsFingerprint(uint32_t fp) const {
   if (count_ == 0) return false;
-  RunDecoder dec(words_.get(), rice_k_);
+  RunDecoder dec(words_, bit_offset_, rice_k_);
   uint64_t next = 0;
   uint32_t remaining = count_;
   uint32_t index = 0;
-  uint64_t unary_pos = uint64_t{count_} * rice_k_;
+  uint64_t unary_pos = bit_offset_ + uint64_t{count_} * rice_k_;
   if (skip_stride_ != 0) {
     // Last entry whose fingerprint is <= fp, then at most stride - 1 codes.
-    const uint64_t* e = skip();
+    const uint64_t* e = skip_;
     const size_t entries = skip_entries();
     const uint64_t* it = std::upper_bound(
         e, e + entries, uint64_t{fp} << 32 | uint64_t{0xffffffff});
@@ -364,13 +383,13 @@ bool FingerprintRun::ContainsFingerprint(uint32_t fp) const {
 // only moves forward; the skip index, when present, lets it jump over whole
 // strides that lie below the next candidate.
 template <typename FpAt, typename OnHit>
-void FingerprintRun::MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const {
+void FingerprintRunView::MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const {
   if (count_ == 0 || m == 0) return;
-  RunDecoder dec(words_.get(), rice_k_);
-  dec.Seek(0, uint64_t{count_} * rice_k_);
+  RunDecoder dec(words_, bit_offset_, rice_k_);
+  dec.Seek(0, bit_offset_ + uint64_t{count_} * rice_k_);
   uint64_t cur = dec.NextGap();
   uint32_t idx = 0;
-  const uint64_t* e = skip();
+  const uint64_t* e = skip_;
   const size_t entries = skip_entries();
   const int stride_log2 =
       skip_stride_ == 0 ? 0 : absl::countr_zero(skip_stride_);
@@ -397,37 +416,79 @@ void FingerprintRun::MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const {
   }
 }
 
-void FingerprintRun::ContainsSorted(absl::Span<const uint32_t> sorted_fps,
-                                    uint8_t* member) const {
+void FingerprintRunView::ContainsSorted(absl::Span<const uint32_t> sorted_fps,
+                                        uint8_t* member) const {
   std::fill(member, member + sorted_fps.size(), uint8_t{0});
   MergeWalk(
       sorted_fps.size(), [&](size_t i) { return uint64_t{sorted_fps[i]}; },
       [&](size_t i) { member[i] = 1; });
 }
 
-void FingerprintRun::RemoveContainedSorted(
+void FingerprintRunView::RemoveContainedSorted(
     absl::Span<const uint64_t> sorted_keys, uint8_t* keep) const {
   const int b = precision_;
   const uint64_t u = universe_;
   MergeWalk(
       sorted_keys.size(),
-      [&](size_t i) { return uint64_t{Fingerprint(sorted_keys[i], b, u)}; },
+      [&](size_t i) {
+        return uint64_t{FingerprintRun::Fingerprint(sorted_keys[i], b, u)};
+      },
       [&](size_t i) { keep[static_cast<uint32_t>(sorted_keys[i])] = 0; });
+}
+
+void FingerprintRunView::AppendFingerprints(std::vector<uint32_t>* out) const {
+  if (count_ == 0) return;
+  out->reserve(out->size() + count_);
+  RunDecoder dec(words_, bit_offset_, rice_k_);
+  dec.Seek(0, bit_offset_ + uint64_t{count_} * rice_k_);
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < count_; ++i) {
+    const uint64_t f = next + dec.NextGap();
+    out->push_back(static_cast<uint32_t>(f));
+    next = f + 1;
+  }
+}
+
+void FingerprintRunView::CopyPayloadTo(uint64_t* dst,
+                                       uint64_t dst_offset) const {
+  // 64 bits at a time: Peek64 may read the word after the payload's last
+  // one (readable by this class's contract); the last chunk is masked.
+  for (uint64_t done = 0; done < payload_bits_; done += 64) {
+    const uint64_t n = std::min<uint64_t>(64, payload_bits_ - done);
+    uint64_t v = Peek64(words_, bit_offset_ + done);
+    if (n < 64) v &= (uint64_t{1} << n) - 1;
+    const uint64_t pos = dst_offset + done;
+    const unsigned shift = pos & 63;
+    dst[pos >> 6] |= v << shift;
+    if (shift != 0 && shift + n > 64) dst[(pos >> 6) + 1] |= v >> (64 - shift);
+  }
 }
 
 std::vector<uint32_t> FingerprintRun::Fingerprints() const {
   std::vector<uint32_t> out;
-  out.reserve(count_);
-  if (count_ == 0) return out;
-  RunDecoder dec(words_.get(), rice_k_);
-  dec.Seek(0, uint64_t{count_} * rice_k_);
-  uint64_t next = 0;
-  for (uint32_t i = 0; i < count_; ++i) {
-    const uint64_t f = next + dec.NextGap();
-    out.push_back(static_cast<uint32_t>(f));
-    next = f + 1;
-  }
+  view().AppendFingerprints(&out);
   return out;
+}
+
+absl::StatusOr<FingerprintRun> FingerprintRun::CopyOf(
+    const FingerprintRunView& v, Options options) {
+  if (absl::Status s = ValidateShape(v.precision(), v.universe()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  FingerprintRun run;
+  run.precision_ = static_cast<uint8_t>(v.precision());
+  run.universe_ = v.universe();
+  run.skip_stride_ = options.skip_stride;
+  if (v.count() == 0) return run;
+  run.count_ = v.count();
+  run.rice_k_ = static_cast<uint8_t>(v.rice_k());
+  run.payload_bits_ = v.payload_bits();
+  const size_t words = run.payload_words() + 1 + run.skip_entries();
+  run.words_.reset(new uint64_t[words]());
+  v.CopyPayloadTo(run.words_.get(), 0);
+  run.BuildSkipIndex();
+  return run;
 }
 
 absl::StatusOr<FingerprintRun> FingerprintRun::Retruncate(

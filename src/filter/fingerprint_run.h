@@ -67,6 +67,89 @@
 
 namespace exposure_filter {
 
+// A read-only view of one run's Rice codes inside words someone else owns:
+// the decoder (single lookups, the sorted merge, listing) shared by
+// FingerprintRun (which owns its words) and UserFilter (whose runs live
+// packed, at any bit offset, in the user's one allocation).
+//
+// The codes occupy bits [bit_offset, bit_offset + payload_bits) of `words`
+// (LSB first): the count remainders of rice_k bits, then the count unary
+// parts. The decoder reads one 64-bit word past the word holding the last
+// payload bit without using it, so that word must be readable memory that
+// nobody writes concurrently (FingerprintRun keeps a padding word; UserFilter
+// its tables).
+class FingerprintRunView {
+ public:
+  FingerprintRunView() = default;
+  FingerprintRunView(const uint64_t* words, uint64_t bit_offset, uint32_t count,
+                     uint64_t universe, int precision, int rice_k,
+                     uint32_t payload_bits, const uint64_t* skip = nullptr,
+                     uint32_t skip_stride = 0)
+      : words_(words),
+        bit_offset_(bit_offset),
+        universe_(universe),
+        count_(count),
+        payload_bits_(payload_bits),
+        skip_(skip),
+        skip_stride_(skip_stride),
+        precision_(static_cast<uint8_t>(precision)),
+        rice_k_(static_cast<uint8_t>(rice_k)) {}
+
+  uint32_t count() const { return count_; }
+  uint64_t universe() const { return universe_; }
+  int precision() const { return precision_; }
+  int rice_k() const { return rice_k_; }
+  uint32_t payload_bits() const { return payload_bits_; }
+  uint64_t bit_offset() const { return bit_offset_; }
+
+  uint32_t FingerprintOf(uint64_t item_hash) const;
+  bool ContainsFingerprint(uint32_t fp) const;
+  bool Contains(uint64_t item_hash) const {
+    return ContainsFingerprint(FingerprintOf(item_hash));
+  }
+  // See FingerprintRun::ContainsSorted / RemoveContainedSorted.
+  void ContainsSorted(absl::Span<const uint32_t> sorted_fps,
+                      uint8_t* member) const;
+  void RemoveContainedSorted(absl::Span<const uint64_t> sorted_keys,
+                             uint8_t* keep) const;
+  // Appends all fingerprints, ascending.
+  void AppendFingerprints(std::vector<uint32_t>* out) const;
+  // ORs the payload into `dst` at bit `dst_offset` (those bits must be zero).
+  void CopyPayloadTo(uint64_t* dst, uint64_t dst_offset) const;
+
+ private:
+  size_t skip_entries() const {
+    return skip_stride_ == 0
+               ? 0
+               : (size_t{count_} + skip_stride_ - 1) / skip_stride_;
+  }
+  template <typename FpAt, typename OnHit>
+  void MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const;
+
+  const uint64_t* words_ = nullptr;
+  uint64_t bit_offset_ = 0;
+  uint64_t universe_ = 2;
+  uint32_t count_ = 0;
+  uint32_t payload_bits_ = 0;
+  const uint64_t* skip_ = nullptr;  // entries as FingerprintRun's
+  uint32_t skip_stride_ = 0;
+  uint8_t precision_ = 1;
+  uint8_t rice_k_ = 0;
+};
+
+// The Rice code of a sorted distinct fingerprint set, written into words a
+// caller owns (UserFilter packs every run of a user into one allocation).
+struct RiceCode {
+  int k = 0;          // the parameter FingerprintRun::Build would choose
+  uint64_t bits = 0;  // payload bits at that k
+  // The shortest code of `sorted_distinct` (each < u).
+  static RiceCode Choose(absl::Span<const uint32_t> sorted_distinct,
+                         uint64_t u);
+  // ORs the codes into `dst` from bit `bit_offset` on (those bits zero).
+  void Write(absl::Span<const uint32_t> sorted_distinct, uint64_t* dst,
+             uint64_t bit_offset) const;
+};
+
 struct FingerprintRunOptions {
   // Skip index stride (0 or a power of two >= 2): one entry (fingerprint, bit
   // offset) per this many codes; 0 = no index. A single Contains then decodes
@@ -94,6 +177,10 @@ class FingerprintRun {
   static uint64_t SortKey(uint64_t item_hash, uint32_t tag) {
     return (item_hash & ~uint64_t{0xffffffff}) | tag;
   }
+
+  // An owned copy of `view`'s run (same codes; skip index per `options`).
+  static absl::StatusOr<FingerprintRun> CopyOf(const FingerprintRunView& view,
+                                               Options options = {});
 
   // The run of the distinct fingerprints of `item_hashes` (any order,
   // duplicates allowed). InvalidArgument unless 1 <= b <= 32 and
@@ -129,10 +216,19 @@ class FingerprintRun {
     return static_cast<double>(count_) / static_cast<double>(universe_);
   }
 
+  // This run as a view (valid while the run lives and is not moved from).
+  FingerprintRunView view() const {
+    return FingerprintRunView(
+        words_.get(), 0, count_, universe_, precision_, rice_k_, payload_bits_,
+        skip_stride_ == 0 ? nullptr : skip(), skip_stride_);
+  }
+
   uint32_t FingerprintOf(uint64_t item_hash) const {
     return Fingerprint(item_hash, precision_, universe_);
   }
-  bool ContainsFingerprint(uint32_t fp) const;
+  bool ContainsFingerprint(uint32_t fp) const {
+    return view().ContainsFingerprint(fp);
+  }
   bool Contains(uint64_t item_hash) const {
     return ContainsFingerprint(FingerprintOf(item_hash));
   }
@@ -141,11 +237,15 @@ class FingerprintRun {
   // be ascending (duplicates allowed); one merge pass, each code decoded at
   // most once (skipped over by the index when there is one).
   void ContainsSorted(absl::Span<const uint32_t> sorted_fps,
-                      uint8_t* member) const;
+                      uint8_t* member) const {
+    view().ContainsSorted(sorted_fps, member);
+  }
   // The service's shape: `sorted_keys` are SortKey(hash, tag) in ascending
   // order; clears keep[tag] for every key whose hash the run contains.
   void RemoveContainedSorted(absl::Span<const uint64_t> sorted_keys,
-                             uint8_t* keep) const;
+                             uint8_t* keep) const {
+    view().RemoveContainedSorted(sorted_keys, keep);
+  }
 
   // The same set at universe u2 = universe() / f for an integer f: equal to
   // Build(same hashes, precision(), u2) (see the header comment).
@@ -184,8 +284,6 @@ class FingerprintRun {
       absl::Span<const uint32_t> sorted_distinct, int b, uint64_t u,
       Options options);
   void BuildSkipIndex();
-  template <typename FpAt, typename OnHit>
-  void MergeWalk(size_t m, FpAt fp_at, OnHit on_hit) const;
 
   std::unique_ptr<uint64_t[], WordsFree> words_;
   uint64_t universe_ = 2;
@@ -195,6 +293,10 @@ class FingerprintRun {
   uint8_t precision_ = 1;
   uint8_t rice_k_ = 0;
 };
+
+inline uint32_t FingerprintRunView::FingerprintOf(uint64_t item_hash) const {
+  return FingerprintRun::Fingerprint(item_hash, precision_, universe_);
+}
 
 }  // namespace exposure_filter
 

@@ -1,519 +1,886 @@
 #include "src/filter/user_filter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <string>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "src/filter/bloom_math.h"
-#include "src/filter/probe_kernel.h"
+#include "src/filter/candidate_sort.h"
+#include "src/filter/run_sizing.h"
 
 namespace exposure_filter {
+
+// Legacy format-1 slices: read-only, their expected FP rate charged to F.
+struct UserFilter::Legacy {
+  BloomSlices slices;
+  double fp = 0;  // LegacyFpRate: what it adds to F
+};
+
 namespace {
 
-constexpr uint32_t kMaxCount32 = std::numeric_limits<uint32_t>::max();
-// Header::key_len of a key of >= 65535 bytes, whose u32 length then
-// precedes its bytes (user ids are limited to --max_id_bytes, 256 by
-// default, but the limit is a flag).
+// Header::key_len of a key of >= 65535 bytes, whose u32 length then sits in
+// the 4 bytes before the header.
 constexpr uint16_t kLongKey = 0xffff;
+constexpr uint8_t kHasLegacy = 1;
 
-size_t KeyBytes(size_t key_len) {
-  return key_len >= kLongKey ? key_len + sizeof(uint32_t) : key_len;
-}
+size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
-uint32_t Saturate32(uint64_t v) {
-  return static_cast<uint32_t>(std::min<uint64_t>(v, kMaxCount32));
-}
+// --- Varint tables ---------------------------------------------------------
 
-// Growth segments are sized for 4x the slice and are mostly empty when the
-// slice is sealed; rounding their block count up to m * 2^e with m in [8, 16)
-// (<= 12.5% more bits) gives them power-of-two fold factors (SealSlice).
-uint32_t RoundForFolding(uint32_t blocks) {
-  if (blocks < 16) return blocks;
-  const int e = 31 - __builtin_clz(blocks) - 3;
-  const uint32_t unit = 1u << e;
-  return (blocks + unit - 1) / unit * unit;
-}
-
-// Fold factors of a segment of `blocks` blocks, largest first.
-std::vector<uint32_t> FoldFactors(uint32_t blocks) {
-  std::vector<uint32_t> f;
-  for (uint32_t d = blocks; d >= 2; --d) {
-    if (blocks % d == 0) f.push_back(d);
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
   }
-  return f;
+  out->push_back(static_cast<char>(v));
+}
+uint64_t GetVarint(const unsigned char*& p) {
+  uint64_t v = 0;
+  for (int shift = 0;; shift += 7) {
+    const unsigned char c = *p++;
+    v |= uint64_t{c & 0x7fu} << shift;
+    if (c < 0x80) return v;
+  }
+}
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t UnZigZag(uint64_t v) {
+  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
 }
 
-// Allocations of two or more blocks are 64-byte aligned so each probe
-// touches one cache line. A one-block filter (every user below ~30 items)
-// is not: the alignment would cost more than its whole metadata, and its
-// block and tables span two lines either way.
-bool Aligned(uint32_t total_blocks) { return total_blocks >= 2; }
+// P(a fresh item passes every segment of a legacy slice), each segment at
+// its expected rate for its count (bloom_math.h), the rate format 1 reports.
+double LegacySliceClean(const BloomSlices::Slice& s) {
+  double clean = 1.0;
+  for (const BloomSlices::Segment& seg : s.segments) {
+    clean *= 1.0 - seg.EstimatedFpRate();
+  }
+  return clean;
+}
+
+// The legacy slices' FP rate: 1 - P(a fresh item passes all of them).
+double LegacyFpRate(const BloomSlices& b) {
+  double clean = 1.0;
+  for (const BloomSlices::Slice& s : b.slices()) clean *= LegacySliceClean(s);
+  return 1.0 - clean;
+}
+
+bool LegacySliceClaims(const BloomSlices::Slice& s, uint64_t h) {
+  for (const BloomSlices::Segment& seg : s.segments) {
+    if (seg.MayContain(h)) return true;
+  }
+  return false;
+}
+
+// Scratch of RemoveExposed, reused per thread: no allocation per request.
+struct SortScratch {
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> tmp;
+};
+SortScratch& ThreadScratch() {
+  thread_local SortScratch s;
+  return s;
+}
 
 }  // namespace
 
-double UserFilter::Segment::EstimatedFpRate() const {
-  return BlockedFpRate(static_cast<double>(count()) / num_blocks(), k());
+// --- Allocation --------------------------------------------------------------
+
+UserFilter::UserFilter(absl::string_view key) {
+  std::vector<SlicePlan> none;
+  Rebuild(none, nullptr, key);
 }
 
-UserFilter::Segment UserFilter::SegmentList::operator[](size_t i) const {
-  const uint64_t* w = words_;
-  for (size_t j = 0; j < i; ++j) w += size_t{meta_[j].num_blocks} * kBlockWords;
-  return Segment(w, meta_ + i);
-}
-
-size_t UserFilter::SliceList::Iterator::SegmentsHere() const {
-  size_t n = 1;
-  while (seg_ + n != seg_end_ && seg_[n].level != 0) ++n;
-  return n;
-}
-
-UserFilter::Slice UserFilter::SliceList::Iterator::operator*() const {
-  return Slice{slice_->index, slice_->min_event_ms, slice_->max_event_ms,
-               SegmentList(words_, seg_, SegmentsHere())};
-}
-
-UserFilter::SliceList::Iterator& UserFilter::SliceList::Iterator::operator++() {
-  const size_t n = SegmentsHere();
-  for (size_t j = 0; j < n; ++j) {
-    words_ += size_t{seg_[j].num_blocks} * kBlockWords;
-  }
-  seg_ += n;
-  ++slice_;
-  return *this;
-}
-
-UserFilter::SliceList::Iterator UserFilter::SliceList::begin() const {
-  if (h_ == nullptr) return Iterator(nullptr, nullptr, nullptr, nullptr);
-  auto* slices = reinterpret_cast<const SliceMeta*>(h_ + 1);
-  auto* segs = reinterpret_cast<const SegmentMeta*>(slices + h_->num_slices);
-  auto* words =
-      reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(h_) -
-                                        size_t{h_->total_blocks} * kBlockBytes);
-  return Iterator(slices, segs, segs + h_->num_segments, words);
-}
-
-UserFilter::SliceList::Iterator UserFilter::SliceList::end() const {
-  if (h_ == nullptr) return Iterator(nullptr, nullptr, nullptr, nullptr);
-  auto* slices = reinterpret_cast<const SliceMeta*>(h_ + 1);
-  return Iterator(slices + h_->num_slices, nullptr, nullptr, nullptr);
-}
-
-UserFilter::Slice UserFilter::SliceList::operator[](size_t i) const {
-  Iterator it = begin();
-  for (size_t j = 0; j < i; ++j) ++it;
-  return *it;
-}
-
-// --- Allocation ------------------------------------------------------------
-
-size_t UserFilter::AllocationBytes(uint32_t total_blocks, int slices,
-                                   int segments, size_t key_len) {
-  return size_t{total_blocks} * kBlockBytes + sizeof(Header) +
-         slices * sizeof(SliceMeta) + segments * sizeof(SegmentMeta) +
-         KeyBytes(key_len);
-}
-
-void UserFilter::Free(Header* h) {
-  if (h == nullptr) return;
-  const uint32_t total = h->total_blocks;
-  char* base = reinterpret_cast<char*>(h) - size_t{total} * kBlockBytes;
-  h->~Header();
-  if (Aligned(total)) {
-    ::operator delete (base, std::align_val_t{kBlockBytes});
-  } else {
-    ::operator delete(base);
+UserFilter::~UserFilter() {
+  if (h_ != nullptr) {
+    delete Decode().legacy;
+    Free(h_);
   }
 }
-
-UserFilter::UserFilter(absl::string_view key) { Rebuild({}, key); }
-
-UserFilter::~UserFilter() { Free(h_); }
 
 UserFilter& UserFilter::operator=(UserFilter&& o) noexcept {
   if (this != &o) {
-    Free(h_);
+    if (h_ != nullptr) {
+      delete Decode().legacy;
+      Free(h_);
+    }
     h_ = o.h_;
     o.h_ = nullptr;
   }
   return *this;
 }
 
-absl::string_view UserFilter::key() const {
-  if (h_ == nullptr) return {};
-  const char* p =
-      reinterpret_cast<const char*>(segment_table() + h_->num_segments);
-  if (h_->key_len != kLongKey) return absl::string_view(p, h_->key_len);
-  uint32_t len;
-  std::memcpy(&len, p, sizeof(len));
-  return absl::string_view(p + sizeof(len), len);
+size_t UserFilter::PreHeaderBytes(const Header* h) {
+  size_t key_bytes = h->key_len;
+  if (h->key_len == kLongKey) {
+    uint32_t len;
+    std::memcpy(&len, reinterpret_cast<const char*>(h) - sizeof(len),
+                sizeof(len));
+    key_bytes = size_t{len} + sizeof(len);
+  }
+  return Align8(size_t{h->payload_bytes} + key_bytes + h->table_bytes);
 }
 
-void UserFilter::SetKey(absl::string_view key) { Rebuild(Plan(), key); }
+void UserFilter::Free(Header* h) {
+  if (h == nullptr) return;
+  char* base = reinterpret_cast<char*>(h) - PreHeaderBytes(h);
+  h->~Header();
+  ::operator delete(base);
+}
 
-std::vector<UserFilter::SlicePlan> UserFilter::Plan() const {
-  std::vector<SlicePlan> plan;
-  if (h_ == nullptr) return plan;
-  plan.reserve(h_->num_slices);
-  const SliceMeta* slices = slice_table();
-  const SegmentMeta* segs = segment_table();
-  const uint64_t* words = blocks();
-  int s = -1;
-  for (int g = 0; g < h_->num_segments; ++g) {
-    if (segs[g].level == 0) {
-      ++s;
-      plan.push_back(SlicePlan{slices[s], {}});
+absl::string_view UserFilter::key() const {
+  if (h_ == nullptr) return {};
+  const char* base = reinterpret_cast<const char*>(payload());
+  size_t len = h_->key_len;
+  if (len == kLongKey) {
+    uint32_t long_len;
+    std::memcpy(&long_len, reinterpret_cast<const char*>(h_) - 4, 4);
+    len = long_len;
+  }
+  return absl::string_view(base + h_->payload_bytes, len);
+}
+
+UserFilter::Tables UserFilter::Decode() const {
+  Tables t;
+  if (h_ == nullptr) return t;
+  const auto* p =
+      reinterpret_cast<const unsigned char*>(key().data()) + key().size();
+  const uint64_t head = GetVarint(p);
+  if (head & kHasLegacy) {
+    std::memcpy(&t.legacy, p, sizeof(t.legacy));
+    p += sizeof(t.legacy);
+  }
+  const uint64_t slices = head >> 1;
+  int64_t prev_index = 0, prev_min = 0;
+  uint64_t offset = 0;
+  for (uint64_t i = 0; i < slices; ++i) {
+    SliceMeta s;
+    s.index = prev_index + UnZigZag(GetVarint(p));
+    s.min_event_ms = prev_min + UnZigZag(GetVarint(p));
+    s.max_event_ms = s.min_event_ms + static_cast<int64_t>(GetVarint(p));
+    const uint64_t rq = GetVarint(p);
+    s.num_runs = static_cast<uint8_t>(rq >> 4);
+    s.quiet = static_cast<uint8_t>(rq & 15);
+    prev_index = s.index;
+    prev_min = s.min_event_ms;
+    t.slices.push_back(s);
+    for (int j = 0; j < s.num_runs; ++j) {
+      RunMeta r;
+      r.count = static_cast<uint32_t>(GetVarint(p));
+      r.capacity = r.count + static_cast<uint32_t>(GetVarint(p));
+      const uint64_t packed = GetVarint(p);
+      r.precision = static_cast<uint8_t>((packed & 31) + 1);
+      r.rice_k = static_cast<uint8_t>((packed >> 5) & 31);
+      r.open = ((packed >> 10) & 1) != 0;
+      // An open run is a prefix run: U = 2^b, not stored.
+      r.universe = r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
+      r.weight = r.count + (r.open ? 0 : GetVarint(p));
+      r.payload_bits = static_cast<uint32_t>(GetVarint(p));
+      r.bit_offset = offset;
+      offset += r.payload_bits;
+      t.runs.push_back(r);
     }
-    plan.back().segments.push_back(SegmentPlan{segs[g], words});
-    words += size_t{segs[g].num_blocks} * kBlockWords;
+  }
+  return t;
+}
+
+FingerprintRunView UserFilter::View(const RunMeta& r) const {
+  return FingerprintRunView(payload(), r.bit_offset, r.count, r.universe,
+                            r.precision, r.rice_k, r.payload_bits);
+}
+
+std::vector<UserFilter::SlicePlan> UserFilter::Plan(const Tables& t) const {
+  std::vector<SlicePlan> plan;
+  plan.reserve(t.slices.size() + 1);
+  size_t r = 0;
+  for (const SliceMeta& s : t.slices) {
+    SlicePlan sp;
+    sp.meta = s;
+    for (int j = 0; j < s.num_runs; ++j, ++r) {
+      RunPlan rp;
+      rp.meta = t.runs[r];
+      rp.src = payload();
+      sp.runs.push_back(std::move(rp));
+    }
+    plan.push_back(std::move(sp));
   }
   return plan;
 }
 
-void UserFilter::Rebuild(const std::vector<SlicePlan>& plan,
+void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                          absl::string_view key) {
-  uint64_t total = 0;
-  int segments = 0;
-  for (const SlicePlan& s : plan) {
-    for (const SegmentPlan& g : s.segments) total += g.meta.num_blocks;
-    segments += static_cast<int>(s.segments.size());
+  // Runs to encode get their code; empty runs and slices are dropped.
+  std::vector<RiceCode> codes;
+  uint64_t total_bits = 0;
+  std::string tables;
+  size_t live_slices = 0;
+  for (SlicePlan& s : plan) {
+    s.runs.erase(std::remove_if(s.runs.begin(), s.runs.end(),
+                                [](const RunPlan& r) {
+                                  return r.src == nullptr ? r.fps.empty()
+                                                          : r.meta.count == 0;
+                                }),
+                 s.runs.end());
+    if (!s.runs.empty()) ++live_slices;
   }
-  const int slices = static_cast<int>(plan.size());
-  if (slices == 0 && key.empty()) {
-    Free(h_);
-    h_ = nullptr;
-    return;
+  // Head: slice count and the legacy flag, then the legacy pointer.
+  PutVarint(&tables, live_slices << 1 | (legacy != nullptr ? kHasLegacy : 0));
+  if (legacy != nullptr) {
+    tables.append(reinterpret_cast<const char*>(&legacy), sizeof(legacy));
   }
-  const size_t bytes = AllocationBytes(static_cast<uint32_t>(total), slices,
-                                       segments, key.size());
-  const uint32_t total32 = static_cast<uint32_t>(total);
-  char* base = static_cast<char*>(
-      Aligned(total32) ? ::operator new (bytes, std::align_val_t{kBlockBytes})
-                       : ::operator new(bytes));
-  auto* h = reinterpret_cast<Header*>(base + size_t{total32} * kBlockBytes);
-  new (h) Header{
-      {last_active_ms()},
-      total32,
-      static_cast<uint8_t>(slices),
-      static_cast<uint8_t>(segments),
-      key.size() >= kLongKey ? kLongKey : static_cast<uint16_t>(key.size())};
-  auto* words = reinterpret_cast<uint64_t*>(base);
-  auto* slice_out = reinterpret_cast<SliceMeta*>(h + 1);
-  auto* seg_out = reinterpret_cast<SegmentMeta*>(slice_out + slices);
-  for (const SlicePlan& s : plan) {
-    *slice_out++ = s.meta;
-    for (int j = 0; j < static_cast<int>(s.segments.size()); ++j) {
-      const SegmentPlan& g = s.segments[j];
-      *seg_out = g.meta;
-      seg_out->level = static_cast<uint8_t>(j);
-      ++seg_out;
-      const size_t n = size_t{g.meta.num_blocks} * kBlockBytes;
-      if (g.words != nullptr) {
-        std::memcpy(words, g.words, n);
-      } else {
-        std::memset(words, 0, n);
+  int64_t prev_index = 0, prev_min = 0;
+  for (SlicePlan& s : plan) {
+    if (s.runs.empty()) continue;
+    PutVarint(&tables, ZigZag(s.meta.index - prev_index));
+    PutVarint(&tables, ZigZag(s.meta.min_event_ms - prev_min));
+    PutVarint(&tables,
+              static_cast<uint64_t>(s.meta.max_event_ms - s.meta.min_event_ms));
+    PutVarint(&tables, uint64_t{static_cast<uint32_t>(s.runs.size())} << 4 |
+                           std::min<uint8_t>(s.meta.quiet, 15));
+    prev_index = s.meta.index;
+    prev_min = s.meta.min_event_ms;
+    for (RunPlan& r : s.runs) {
+      if (r.src == nullptr) {
+        const RiceCode code = RiceCode::Choose(r.fps, r.meta.universe);
+        r.meta.count = static_cast<uint32_t>(r.fps.size());
+        r.meta.rice_k = static_cast<uint8_t>(code.k);
+        r.meta.payload_bits = static_cast<uint32_t>(code.bits);
+        r.meta.capacity = std::max(r.meta.capacity, r.meta.count);
+        r.meta.weight = Weight(r.fps, r.meta.precision, r.meta.universe);
       }
-      words += n / sizeof(uint64_t);
+      PutVarint(&tables, r.meta.count);
+      PutVarint(&tables, r.meta.capacity - r.meta.count);
+      PutVarint(&tables, uint64_t{r.meta.precision - 1u} |
+                             uint64_t{r.meta.rice_k} << 5 |
+                             uint64_t{r.meta.open ? 1u : 0u} << 10);
+      if (!r.meta.open) {
+        PutVarint(&tables, r.meta.universe - 1);
+        PutVarint(&tables, r.meta.weight - r.meta.count);
+      }
+      PutVarint(&tables, r.meta.payload_bits);
+      total_bits += r.meta.payload_bits;
+    }
+  }
+  const size_t payload_bytes = (total_bits + 7) / 8;
+  const bool long_key = key.size() >= kLongKey;
+  const size_t key_bytes = key.size() + (long_key ? 4 : 0);
+  const size_t pre = Align8(payload_bytes + key_bytes + tables.size());
+  // The tables stay far below 64 KiB (a live filter has <= 9 slices of a
+  // few runs); a u32 payload holds 2^32 bytes.
+  char* base = static_cast<char*>(::operator new(pre + sizeof(Header)));
+  std::memset(base, 0, pre);
+  auto* words = reinterpret_cast<uint64_t*>(base);
+  uint64_t offset = 0;
+  for (SlicePlan& s : plan) {
+    for (RunPlan& r : s.runs) {
+      if (r.src != nullptr) {
+        FingerprintRunView(r.src, r.meta.bit_offset, r.meta.count,
+                           r.meta.universe, r.meta.precision, r.meta.rice_k,
+                           r.meta.payload_bits)
+            .CopyPayloadTo(words, offset);
+      } else {
+        RiceCode code;
+        code.k = r.meta.rice_k;
+        code.bits = r.meta.payload_bits;
+        code.Write(r.fps, words, offset);
+      }
+      offset += r.meta.payload_bits;
     }
   }
   // The key may live in the old allocation: copy it before freeing that.
-  char* key_out = reinterpret_cast<char*>(seg_out);
-  if (key.size() >= kLongKey) {
+  std::memcpy(base + payload_bytes, key.data(), key.size());
+  std::memcpy(base + payload_bytes + key.size(), tables.data(), tables.size());
+  auto* h = reinterpret_cast<Header*>(base + pre);
+  if (long_key) {
     const uint32_t len = static_cast<uint32_t>(key.size());
-    std::memcpy(key_out, &len, sizeof(len));
-    key_out += sizeof(len);
+    std::memcpy(base + pre - 4, &len, 4);
   }
-  if (!key.empty()) std::memcpy(key_out, key.data(), key.size());
+  new (h) Header{static_cast<uint32_t>(payload_bytes),
+                 long_key ? kLongKey : static_cast<uint16_t>(key.size()),
+                 static_cast<uint16_t>(tables.size()),
+                 {last_active_ms()}};
   Free(h_);
   h_ = h;
 }
 
-// --- Slices and segments ---------------------------------------------------
-
-void UserFilter::SliceStart(int slice, int* first_segment,
-                            uint64_t** words) const {
-  const SegmentMeta* segs = segment_table();
-  uint64_t* w = blocks();
-  int g = 0, s = -1;
-  for (; g < h_->num_segments; ++g) {
-    if (segs[g].level == 0 && ++s == slice) break;
-    w += size_t{segs[g].num_blocks} * kBlockWords;
-  }
-  *first_segment = g;
-  *words = w;
+bool UserFilter::empty() const {
+  if (h_ == nullptr) return true;
+  const Tables t = Decode();
+  return t.slices.empty() && t.legacy == nullptr;
 }
 
-int UserFilter::SegmentsOf(int first_segment) const {
-  const SegmentMeta* segs = segment_table();
-  int n = 1;
-  while (first_segment + n < h_->num_segments &&
-         segs[first_segment + n].level != 0) {
-    ++n;
-  }
-  return n;
+const BloomSlices* UserFilter::legacy() const {
+  const Legacy* l = Decode().legacy;
+  return l == nullptr ? nullptr : &l->slices;
 }
 
-bool UserFilter::SliceMayContain(int slice, uint64_t h) const {
-  int g;
-  uint64_t* w;
-  SliceStart(slice, &g, &w);
-  const SegmentMeta* segs = segment_table();
-  const int n = SegmentsOf(g);
-  for (int j = 0; j < n; ++j) {
-    if (Segment(w, &segs[g + j]).MayContain(h)) return true;
-    w += size_t{segs[g + j].num_blocks} * kBlockWords;
-  }
-  return false;
+void UserFilter::SetKey(absl::string_view key) {
+  const std::string copy(key);
+  Tables t = Decode();
+  std::vector<SlicePlan> plan = Plan(t);
+  Rebuild(plan, t.legacy, copy);
 }
 
-void UserFilter::SealSlice(const FilterPolicy& policy, SlicePlan& slice,
-                           std::vector<BloomSegment>* owned) {
-  const int levels = static_cast<int>(slice.segments.size());
-  // Late events may still grow this slice, with segments at levels >= levels.
-  const double budget = policy.slice_fp_budget() - policy.GrowthReserve(levels);
-  // Working copies: BloomSegment measures and folds bits it owns.
-  std::vector<BloomSegment> work;
-  work.reserve(levels);
-  for (const SegmentPlan& g : slice.segments) {
-    work.emplace_back(g.meta.num_blocks, g.meta.k, g.meta.capacity);
-    work.back().Assign(g.words, g.meta.count);
+size_t UserFilter::MemoryBytes() const {
+  if (h_ == nullptr) return 0;
+  size_t bytes = PreHeaderBytes(h_) + sizeof(Header);
+  if (const Legacy* l = Decode().legacy) {
+    bytes += sizeof(Legacy) + l->slices.MemoryBytes();
   }
-  std::vector<double> fp(levels);
-  double total = 0;
-  for (int j = 0; j < levels; ++j) {
-    fp[j] = work[j].MeasuredFpRate();
-    total += fp[j];
+  return bytes;
+}
+
+// --- Writes ------------------------------------------------------------------
+
+uint64_t UserFilter::Weight(const std::vector<uint32_t>& fps, int b,
+                            uint64_t u) {
+  const uint64_t full = uint64_t{1} << b;
+  if (u == full) return fps.size();
+  // Prefixes x in [0, 2^b) with floor(x u / 2^b) = f: x from ceil(f 2^b / u)
+  // to ceil((f + 1) 2^b / u) - 1. f < u <= 2^32 and 2^b <= 2^32: no overflow.
+  uint64_t w = 0;
+  for (uint32_t f : fps) {
+    w += ((uint64_t{f} + 1) * full + u - 1) / u -
+         (uint64_t{f} * full + u - 1) / u;
   }
-  // Newest (largest, emptiest) segments first: they free the most bytes.
-  for (int j = levels - 1; j >= 0; --j) {
-    BloomSegment& seg = work[j];
-    const std::vector<uint32_t> factors = FoldFactors(seg.num_blocks());
-    // Folding more never lowers the FP rate: if the smallest factor does not
-    // fit the budget, none does (and the seal stays O(blocks)).
-    if (factors.empty() ||
-        total - fp[j] + seg.FoldedFpRate(factors.back()) > budget) {
-      continue;
+  return w;
+}
+
+std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
+                                            const std::vector<RunPlan>& runs,
+                                            int b, uint64_t u) {
+  std::vector<uint32_t> out, fps;
+  for (const RunPlan& r : runs) {
+    fps.clear();
+    if (r.src != nullptr) {
+      f.View(r.meta).AppendFingerprints(&fps);
+    } else {
+      fps = r.fps;
     }
-    for (uint32_t f : factors) {
-      const double folded = seg.FoldedFpRate(f);
-      if (total - fp[j] + folded <= budget) {
-        seg.Fold(f);
-        total += folded - fp[j];
-        fp[j] = folded;
-        SegmentMeta& m = slice.segments[j].meta;
-        m.num_blocks = seg.num_blocks();
-        m.capacity = Saturate32(seg.capacity());
-        break;
+    const bool same = r.meta.precision == b && r.meta.universe == u;
+    if (!same) {
+      // A prefix run (U = 2^b_r, b_r >= b): its fingerprint is prefix_b_r(h);
+      // prefix_b(h) = that >> (b_r - b), and fp = (prefix_b(h) * u) >> b
+      // exactly as FingerprintRun::Fingerprint(h, b, u). Monotone: stays
+      // sorted.
+      const int shift = r.meta.precision - b;
+      for (uint32_t& x : fps) {
+        x = static_cast<uint32_t>((uint64_t{x >> shift} * u) >> b);
       }
     }
+    out.insert(out.end(), fps.begin(), fps.end());
   }
-  for (int j = 0; j < levels; ++j) {
-    owned->push_back(std::move(work[j]));
-    slice.segments[j].words = owned->back().words();
-  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
-UserFilter::SegmentMeta UserFilter::NewSegment(const FilterPolicy& policy,
-                                               int level,
-                                               uint64_t min_capacity) {
-  const BlockSizing& sizing = policy.level_sizing(level);
-  uint32_t blocks = BlocksForCapacity(min_capacity, sizing);
-  if (level > 0) blocks = RoundForFolding(blocks);
-  const uint64_t capacity =
-      std::max<uint64_t>(1, CapacityOfBlocks(blocks, sizing));
-  SegmentMeta m{};
-  m.num_blocks = blocks;
-  m.count = 0;
-  m.capacity = Saturate32(capacity);
-  m.k = static_cast<uint8_t>(sizing.k);
-  m.level = static_cast<uint8_t>(level);
-  return m;
-}
-
-int UserFilter::SliceFor(const FilterPolicy& policy, int64_t index,
-                         uint64_t incoming) {
-  const int n = num_slices();
-  const SliceMeta* table = n == 0 ? nullptr : slice_table();
-  int pos = 0;
-  while (pos < n && table[pos].index < index) ++pos;
-  if (pos < n && table[pos].index == index) return pos;
-  // At most max_live_slices slices exist once the aged ones are dropped
-  // (the caller drops them first), because the window holds no more slice
-  // positions, unless the wall clock stepped back: slices written before
-  // the step are then "in the future" and the event's own slice would be
-  // one too many (more segments per lookup than the FP budget is split
-  // over, and a pulled filter past the format's segment limit). The event
-  // then goes into the nearest newer slice, which outlives its own: it is
-  // remembered a little longer, never shorter (docs/reliability.md).
-  if (n >= policy.max_live_slices() && pos < n) return pos;
-  std::vector<SlicePlan> plan = Plan();
-  // Predict this slice's volume from the slice before it (the user's recent
-  // rate); 12.5% headroom absorbs small variation without a second segment,
-  // and a larger burst grows a segment that sealing folds back down.
-  uint64_t predicted = std::max(policy.min_capacity(), incoming);
-  if (pos > 0) {
-    uint64_t prev = 0;
-    for (const SegmentPlan& g : plan[pos - 1].segments) prev += g.meta.count;
-    predicted = std::max(predicted, prev * 9 / 8);
+void UserFilter::SealQuiet(const FilterPolicy& policy,
+                           std::vector<SlicePlan>& plan, double budget) const {
+  if (plan.size() < 2) return;
+  const int window = std::max(1, policy.max_live_slices() - 1);
+  double fp_all = 0;
+  uint64_t live_items = 0;
+  for (const SlicePlan& s : plan) {
+    for (const RunPlan& r : s.runs) {
+      fp_all += r.meta.fp();
+      live_items += r.meta.count;
+    }
   }
-  // A slice newer than all others seals the previous newest one: its volume
-  // is now (nearly) final, so over-sized segments can be folded.
-  std::vector<BloomSegment> owned;
-  if (pos == n && pos > 0) SealSlice(policy, plan[pos - 1], &owned);
-  SlicePlan slice;
-  slice.meta.index = index;
-  slice.meta.min_event_ms = std::numeric_limits<int64_t>::max();
-  slice.meta.max_event_ms = std::numeric_limits<int64_t>::min();
-  slice.segments.push_back(
-      SegmentPlan{NewSegment(policy, 0, predicted), nullptr});
-  plan.insert(plan.begin() + pos, std::move(slice));
-  Rebuild(plan, key());
-  return pos;
+  for (size_t i = 0; i + 1 < plan.size(); ++i) {
+    SlicePlan& s = plan[i];
+    if (s.meta.quiet < RunSizing::kQuietWrites) continue;
+    std::vector<RunPlan> prefix;
+    RunPlan* sealed = nullptr;
+    double fp_slice = 0;
+    for (RunPlan& r : s.runs) {
+      fp_slice += r.meta.fp();
+      if (!r.meta.open && sealed == nullptr) sealed = &r;
+    }
+    uint64_t n_pre = 0;
+    int b_low = RunSizing::kMaxPrecision;
+    bool any_open = false;
+    for (const RunPlan& r : s.runs) {
+      if (&r == sealed) continue;
+      if (!r.meta.open) continue;  // a second sealed run stays as it is
+      any_open = true;
+      n_pre += r.meta.count;
+      b_low = std::min<int>(b_low, r.meta.precision);
+    }
+    if (!any_open) continue;
+    const double fp_others = fp_all - fp_slice;
+    const std::vector<RunPlan> original = s.runs;  // if the seal is refused
+    std::vector<RunPlan> keep;
+    for (RunPlan& r : s.runs) {
+      if (r.meta.open) {
+        prefix.push_back(std::move(r));
+      } else {
+        keep.push_back(std::move(r));
+      }
+    }
+    sealed = keep.empty() ? nullptr : &keep.front();
+    double fp_kept = 0;
+    for (const RunPlan& r : keep) fp_kept += r.meta.fp();
+    RunPlan merged;
+    if (sealed != nullptr && sealed->meta.precision <= b_low &&
+        RunSizing::JoinsSealed(budget, fp_others + fp_kept,
+                               sealed->meta.universe, sealed->meta.count, n_pre,
+                               live_items, window)) {
+      // Late items join the slice's sealed run at its universe.
+      prefix.push_back(std::move(*sealed));
+      merged.meta = prefix.back().meta;
+      keep.erase(keep.begin());
+      fp_kept -= merged.meta.fp();
+    } else if (sealed == nullptr) {
+      const uint64_t u = RunSizing::SealedUniverse(budget, fp_others, n_pre,
+                                                   live_items, window, b_low);
+      if (u == 0) {
+        for (RunPlan& r : prefix) keep.push_back(std::move(r));
+        s.runs = std::move(keep);
+        continue;
+      }
+      merged.meta.precision = static_cast<uint8_t>(b_low);
+      merged.meta.universe = u;
+    } else {
+      // Late items that may not join the sealed run stay in their own runs.
+      for (RunPlan& r : prefix) keep.push_back(std::move(r));
+      s.runs = std::move(keep);
+      continue;
+    }
+    merged.meta.open = false;
+    merged.src = nullptr;
+    merged.fps =
+        RemapRuns(*this, prefix, merged.meta.precision, merged.meta.universe);
+    merged.meta.count = static_cast<uint32_t>(merged.fps.size());
+    merged.meta.capacity = merged.meta.count;
+    merged.meta.weight =
+        Weight(merged.fps, merged.meta.precision, merged.meta.universe);
+    // The exact rate of the sealed run (its weight), not n / U, decides.
+    if (fp_others + fp_kept + merged.meta.fp() > budget) {
+      s.runs = original;
+      continue;
+    }
+    fp_all = fp_all - fp_slice + fp_kept + merged.meta.fp();
+    keep.insert(keep.begin(), std::move(merged));
+    s.runs = std::move(keep);
+  }
 }
 
 uint64_t UserFilter::Record(const FilterPolicy& policy,
                             absl::Span<const uint64_t> hashes,
                             int64_t event_ms) {
   if (hashes.empty()) return 0;
-  const int pos =
-      SliceFor(policy, policy.SliceIndexOf(event_ms), hashes.size());
-  SliceMeta& sm = slice_table()[pos];
-  sm.min_event_ms = std::min(sm.min_event_ms, event_ms);
-  sm.max_event_ms = std::max(sm.max_event_ms, event_ms);
-  // The slice's segments as views, refreshed when a growth step rebuilds
-  // the allocation.
-  int first;
-  uint64_t* words;
-  SliceStart(pos, &first, &words);
-  int levels = SegmentsOf(first);
-  SegmentMeta* segs = segment_table() + first;
-  uint64_t* active_words = words;
-  for (int j = 0; j + 1 < levels; ++j) {
-    active_words += size_t{segs[j].num_blocks} * kBlockWords;
-  }
-  auto slice_claims = [&](uint64_t h) {
-    const uint64_t* w = words;
-    for (int j = 0; j < levels; ++j) {
-      if (Segment(w, &segs[j]).MayContain(h)) return true;
-      w += size_t{segs[j].num_blocks} * kBlockWords;
-    }
-    return false;
-  };
-  // A batch's items fall in unrelated blocks, each a likely cache miss on a
-  // server holding many users: issue them all at once so they overlap
-  // instead of being paid one after the other by the loop below. (Typical
-  // writes are tens of items per user; a huge batch only gets its head
-  // prefetched, more would evict itself.)
-  const size_t prefetch = std::min<size_t>(hashes.size(), 64);
+  Tables t = Decode();
+  const BloomSlices* old = t.legacy == nullptr ? nullptr : &t.legacy->slices;
+  int64_t index = policy.SliceIndexOf(event_ms);
+  // At most max_live_slices slices exist once the aged ones are dropped
+  // (the caller drops them first), unless the wall clock stepped back:
+  // slices written before the step are then "in the future". The event
+  // goes into the nearest newer slice, which outlives its own: remembered a
+  // little longer, never shorter (docs/reliability.md).
   {
-    const uint64_t* w = words;
-    for (int j = 0; j < levels; ++j) {
-      for (size_t i = 0; i < prefetch; ++i) {
-        __builtin_prefetch(w +
-                           size_t{BlockIndex(hashes[i], segs[j].num_blocks)} *
-                               kBlockWords);
+    std::vector<int64_t> indices;
+    for (const SliceMeta& s : t.slices) indices.push_back(s.index);
+    if (old != nullptr) {
+      for (const BloomSlices::Slice& s : old->slices()) {
+        indices.push_back(s.index);
       }
-      w += size_t{segs[j].num_blocks} * kBlockWords;
+    }
+    std::sort(indices.begin(), indices.end());
+    indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+    if (!std::binary_search(indices.begin(), indices.end(), index) &&
+        static_cast<int>(indices.size()) >= policy.max_live_slices()) {
+      auto newer = std::upper_bound(indices.begin(), indices.end(), index);
+      if (newer != indices.end()) index = *newer;
     }
   }
-  uint64_t added = 0;
+  std::vector<SlicePlan> plan = Plan(t);
+  size_t pos = 0;
+  while (pos < plan.size() && plan[pos].meta.index < index) ++pos;
+  if (pos == plan.size() || plan[pos].meta.index != index) {
+    SlicePlan s;
+    s.meta.index = index;
+    s.meta.min_event_ms = event_ms;
+    s.meta.max_event_ms = event_ms;
+    plan.insert(plan.begin() + pos, std::move(s));
+  }
+  for (SlicePlan& s : plan) {
+    if (s.meta.quiet < 255) ++s.meta.quiet;
+  }
+  SlicePlan& slice = plan[pos];
+  slice.meta.quiet = 0;
+  slice.meta.min_event_ms = std::min(slice.meta.min_event_ms, event_ms);
+  slice.meta.max_event_ms = std::max(slice.meta.max_event_ms, event_ms);
+
+  // The items the slice does not claim yet: one sort, one merge per run.
+  std::vector<uint64_t> keys(hashes.size());
   for (size_t i = 0; i < hashes.size(); ++i) {
-    const uint64_t h = hashes[i];
-    if (slice_claims(h)) continue;
-    SegmentMeta* active = &segs[levels - 1];
-    if (active->count >= active->capacity &&
-        levels < FilterPolicy::kMaxSegmentsPerSlice) {
-      // Room for 4x the slice so far, and for the rest of this batch.
-      uint64_t slice_count = 0;
-      for (int j = 0; j < levels; ++j) slice_count += segs[j].count;
-      const uint64_t want = std::max(
-          {policy.min_capacity(), slice_count * FilterPolicy::kGrowthFactor,
-           static_cast<uint64_t>(hashes.size() - i)});
-      std::vector<SlicePlan> plan = Plan();
-      plan[pos].segments.push_back(
-          SegmentPlan{NewSegment(policy, levels, want), nullptr});
-      Rebuild(plan, key());
-      SliceStart(pos, &first, &words);
-      levels = SegmentsOf(first);
-      segs = segment_table() + first;
-      active_words = words;
-      for (int j = 0; j + 1 < levels; ++j) {
-        active_words += size_t{segs[j].num_blocks} * kBlockWords;
-      }
-      active = &segs[levels - 1];
-    }
-    BlockAdd(
-        active_words + size_t{BlockIndex(h, active->num_blocks)} * kBlockWords,
-        h, active->k);
-    if (active->count < kMaxCount32) ++active->count;
-    ++added;
+    keys[i] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
   }
+  std::vector<uint64_t> scratch;
+  SortKeysByHashPrefix(absl::MakeSpan(keys), scratch);
+  std::vector<uint8_t> fresh(hashes.size(), 1);
+  for (const RunPlan& r : slice.runs) {
+    View(r.meta).RemoveContainedSorted(keys, fresh.data());
+  }
+  if (old != nullptr) {
+    for (const BloomSlices::Slice& s : old->slices()) {
+      if (s.index != index) continue;
+      for (size_t i = 0; i < hashes.size(); ++i) {
+        if (fresh[i] && LegacySliceClaims(s, hashes[i])) fresh[i] = 0;
+      }
+    }
+  }
+  std::vector<uint64_t> incoming;  // ascending by top 32 bits
+  for (uint64_t k : keys) {
+    const uint32_t i = static_cast<uint32_t>(k);
+    if (fresh[i]) incoming.push_back(hashes[i]);
+  }
+
+  uint64_t added = 0;
+  if (!incoming.empty()) {
+    const double budget = RunSizing::AdmissionBudget(
+        policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
+    double fp = 0;
+    uint64_t items = 0;
+    for (const SlicePlan& s : plan) {
+      for (const RunPlan& r : s.runs) {
+        fp += r.meta.fp();
+        items += r.meta.count;
+      }
+    }
+    const uint64_t m = incoming.size();
+    const int window = std::max(1, policy.max_live_slices() - 1);
+    // Fingerprints of `incoming` at (b, u), ascending distinct.
+    auto fingerprints = [&](int b, uint64_t u) {
+      std::vector<uint32_t> f(m);
+      for (size_t i = 0; i < m; ++i) {
+        f[i] = FingerprintRun::Fingerprint(incoming[i], b, u);
+      }
+      f.erase(std::unique(f.begin(), f.end()), f.end());
+      return f;
+    };
+    RunPlan* open = nullptr;
+    RunPlan* sealed = nullptr;
+    for (RunPlan& r : slice.runs) {
+      if (r.meta.open) open = &r;  // the newest open run
+      if (!r.meta.open && sealed == nullptr) sealed = &r;
+    }
+    // Joins `target` if it stays within its capacity and F within budget.
+    auto try_join = [&](RunPlan* target, bool check_capacity) {
+      if (target == nullptr) return false;
+      std::vector<uint32_t> add =
+          fingerprints(target->meta.precision, target->meta.universe);
+      std::vector<uint32_t> have;
+      View(target->meta).AppendFingerprints(&have);
+      std::vector<uint32_t> all;
+      all.reserve(have.size() + add.size());
+      std::set_union(have.begin(), have.end(), add.begin(), add.end(),
+                     std::back_inserter(all));
+      const uint64_t n_new = all.size() - have.size();
+      if (check_capacity && all.size() > target->meta.capacity) return false;
+      const uint64_t weight =
+          Weight(all, target->meta.precision, target->meta.universe);
+      if (fp - target->meta.fp() +
+              std::ldexp(static_cast<double>(weight), -target->meta.precision) >
+          budget) {
+        return false;
+      }
+      target->src = nullptr;
+      target->fps = std::move(all);
+      if (!check_capacity) target->meta.capacity = 0;  // = count (Rebuild)
+      added = n_new;
+      return true;
+    };
+    bool done = try_join(open, /*check_capacity=*/true);
+    if (!done && sealed != nullptr &&
+        RunSizing::JoinsSealed(budget, fp, sealed->meta.universe,
+                               sealed->meta.count, m, items + m, window)) {
+      done = try_join(sealed, /*check_capacity=*/false);
+    }
+    if (!done) {
+      uint64_t slice_items = 0;
+      for (const RunPlan& r : slice.runs) slice_items += r.meta.count;
+      const OpenRunShape shape =
+          RunSizing::NewOpenRun(budget, fp, slice_items + m, items + m, window,
+                                /*first_run=*/items == 0);
+      RunPlan r;
+      r.meta.precision = static_cast<uint8_t>(shape.precision);
+      r.meta.universe = shape.universe;
+      r.meta.open = true;
+      r.fps = fingerprints(shape.precision, shape.universe);
+      // capacity >= 2 (items + m) >= m unless the budget is exhausted even
+      // at b = 32 (F then exceeds it by this run: recording must not lose
+      // items). Rebuild raises capacity to the count.
+      r.meta.capacity = shape.capacity;
+      added = r.fps.size();
+      slice.runs.push_back(std::move(r));
+    }
+    SealQuiet(policy, plan, budget);
+  }
+  Rebuild(plan, t.legacy, key());
   return added;
 }
 
-bool UserFilter::AppendSlice(SliceData slice) {
-  constexpr int kMaxTableEntries = std::numeric_limits<uint8_t>::max();
-  if (slice.segments.empty() ||
-      slice.segments.size() > FilterPolicy::kMaxSegmentsPerSlice ||
-      num_slices() + 1 > kMaxTableEntries ||
-      (h_ == nullptr ? 0 : h_->num_segments) + slice.segments.size() >
-          kMaxTableEntries) {
-    return false;
+// --- Reads -------------------------------------------------------------------
+
+void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
+                               absl::Span<const uint64_t> hashes,
+                               uint8_t* keep) const {
+  if (h_ == nullptr || hashes.empty()) return;
+  const Tables t = Decode();
+  if (t.legacy != nullptr) {
+    t.legacy->slices.RemoveExposed(policy, now_ms, hashes, keep);
   }
-  uint64_t blocks = h_ == nullptr ? 0 : h_->total_blocks;
-  for (const BloomSegment& seg : slice.segments) blocks += seg.num_blocks();
-  if (blocks > std::numeric_limits<uint32_t>::max()) return false;
-  std::vector<SlicePlan> plan = Plan();
-  SlicePlan s;
-  s.meta = SliceMeta{slice.index, slice.min_event_ms, slice.max_event_ms};
-  for (size_t j = 0; j < slice.segments.size(); ++j) {
-    const BloomSegment& seg = slice.segments[j];
-    SegmentMeta m{};
-    m.num_blocks = seg.num_blocks();
-    m.count = Saturate32(seg.count());
-    m.capacity = Saturate32(seg.capacity());
-    m.k = static_cast<uint8_t>(seg.k());
-    m.level = static_cast<uint8_t>(j);
-    s.segments.push_back(SegmentPlan{m, seg.words()});
+  if (t.runs.empty()) return;
+  // Sort the still-kept candidates once by their hash's top 32 bits: that
+  // orders them by fingerprint for every run (fingerprint_run.h), so each
+  // live run is one merge pass.
+  SortScratch& scratch = ThreadScratch();
+  scratch.keys.clear();
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    if (keep[i]) {
+      scratch.keys.push_back(
+          FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i)));
+    }
   }
-  plan.push_back(std::move(s));
-  Rebuild(plan, key());
-  return true;
+  if (scratch.keys.empty()) return;
+  SortKeysByHashPrefix(absl::MakeSpan(scratch.keys), scratch.tmp);
+  size_t r = 0;
+  for (const SliceMeta& s : t.slices) {
+    const bool live = policy.SliceLive(s.index, now_ms);
+    for (int j = 0; j < s.num_runs; ++j, ++r) {
+      if (live) View(t.runs[r]).RemoveContainedSorted(scratch.keys, keep);
+    }
+  }
 }
 
-// --- Parts -----------------------------------------------------------------
+bool UserFilter::MayContain(const FilterPolicy& policy, int64_t now_ms,
+                            uint64_t item_hash) const {
+  std::vector<int64_t> claiming;
+  ClaimingSlices(policy, now_ms, item_hash, &claiming);
+  return !claiming.empty();
+}
+
+void UserFilter::ClaimingSlices(const FilterPolicy& policy, int64_t now_ms,
+                                uint64_t item_hash,
+                                std::vector<int64_t>* slice_indices) const {
+  if (h_ == nullptr) return;
+  const Tables t = Decode();
+  std::vector<int64_t> found;
+  if (t.legacy != nullptr) {
+    t.legacy->slices.ClaimingSlices(policy, now_ms, item_hash, &found);
+  }
+  size_t r = 0;
+  for (const SliceMeta& s : t.slices) {
+    bool claims = false;
+    for (int j = 0; j < s.num_runs; ++j, ++r) {
+      if (!claims && policy.SliceLive(s.index, now_ms)) {
+        claims = View(t.runs[r]).Contains(item_hash);
+      }
+    }
+    if (claims) found.push_back(s.index);
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  slice_indices->insert(slice_indices->end(), found.begin(), found.end());
+}
+
+int UserFilter::DropExpired(const FilterPolicy& policy, int64_t now_ms) {
+  if (h_ == nullptr) return 0;
+  Tables t = Decode();
+  std::vector<int64_t> dropped;
+  for (const SliceMeta& s : t.slices) {
+    if (!policy.SliceLive(s.index, now_ms)) dropped.push_back(s.index);
+  }
+  Legacy* legacy = t.legacy;
+  bool legacy_changed = false;
+  if (legacy != nullptr) {
+    for (const BloomSlices::Slice& s : legacy->slices.slices()) {
+      if (!policy.SliceLive(s.index, now_ms)) dropped.push_back(s.index);
+    }
+    if (legacy->slices.DropExpired(policy, now_ms) > 0) {
+      legacy_changed = true;
+      if (legacy->slices.slices().empty()) {
+        delete legacy;
+        legacy = nullptr;
+      } else {
+        legacy->fp = LegacyFpRate(legacy->slices);
+      }
+    }
+  }
+  std::sort(dropped.begin(), dropped.end());
+  dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
+  if (dropped.empty() && !legacy_changed) return 0;
+  std::vector<SlicePlan> plan = Plan(t);
+  plan.erase(std::remove_if(plan.begin(), plan.end(),
+                            [&](const SlicePlan& s) {
+                              return !policy.SliceLive(s.meta.index, now_ms);
+                            }),
+             plan.end());
+  Rebuild(plan, legacy, key());
+  return static_cast<int>(dropped.size());
+}
+
+bool UserFilter::HasLiveSlices(const FilterPolicy& policy,
+                               int64_t now_ms) const {
+  if (h_ == nullptr) return false;
+  const Tables t = Decode();
+  if (!t.slices.empty() && policy.SliceLive(t.slices.back().index, now_ms)) {
+    return true;
+  }
+  return t.legacy != nullptr && t.legacy->slices.HasLiveSlices(policy, now_ms);
+}
+
+double UserFilter::FpBound(const FilterPolicy& policy, int64_t now_ms) const {
+  return Stats(policy, now_ms).estimated_fp_rate;
+}
+
+UserFilterStats UserFilter::Stats(const FilterPolicy& policy,
+                                  int64_t now_ms) const {
+  UserFilterStats st;
+  st.bytes = MemoryBytes();
+  if (h_ == nullptr) return st;
+  const Tables t = Decode();
+  struct Row {
+    int64_t index;
+    SliceStats s;
+    int64_t min_ms, max_ms;
+  };
+  std::vector<Row> rows;
+  auto row = [&](int64_t index) -> Row& {
+    for (Row& r : rows) {
+      if (r.index == index) return r;
+    }
+    Row r{index,
+          {},
+          std::numeric_limits<int64_t>::max(),
+          std::numeric_limits<int64_t>::min()};
+    r.s.start_ms = policy.SliceStartMs(index);
+    r.s.end_ms = policy.SliceEndMs(index);
+    rows.push_back(r);
+    return rows.back();
+  };
+  double legacy_clean = 1.0;
+  double runs_fp = 0;
+  if (t.legacy != nullptr) {
+    for (const BloomSlices::Slice& s : t.legacy->slices.slices()) {
+      if (!policy.SliceLive(s.index, now_ms)) continue;
+      Row& r = row(s.index);
+      const double clean = LegacySliceClean(s);
+      legacy_clean *= clean;
+      r.s.estimated_fp_rate += 1.0 - clean;
+      for (const BloomSlices::Segment& seg : s.segments) {
+        r.s.items += seg.count();
+        r.s.capacity += seg.capacity();
+        r.s.bytes += seg.bit_bytes();
+        ++r.s.segments;
+      }
+      r.min_ms = std::min(r.min_ms, s.min_event_ms);
+      r.max_ms = std::max(r.max_ms, s.max_event_ms);
+    }
+  }
+  size_t k = 0;
+  for (const SliceMeta& s : t.slices) {
+    const bool live = policy.SliceLive(s.index, now_ms);
+    for (int j = 0; j < s.num_runs; ++j, ++k) {
+      if (!live) continue;
+      const RunMeta& run = t.runs[k];
+      Row& r = row(s.index);
+      r.s.items += run.count;
+      r.s.capacity += run.capacity;
+      r.s.bytes += (run.payload_bits + 7) / 8;
+      ++r.s.segments;
+      r.s.estimated_fp_rate += run.fp();
+      runs_fp += run.fp();
+      r.min_ms = std::min(r.min_ms, s.min_event_ms);
+      r.max_ms = std::max(r.max_ms, s.max_event_ms);
+    }
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.index < b.index; });
+  // F: the runs' union bound plus the legacy slices' rate.
+  st.estimated_fp_rate = 1.0 - legacy_clean + runs_fp;
+  for (const Row& r : rows) {
+    if (st.slices == 0) {
+      st.oldest_exposure_ms = r.min_ms;
+      st.expires_at_ms = r.s.end_ms + policy.retention_ms();
+    }
+    st.newest_exposure_ms = std::max(st.newest_exposure_ms, r.max_ms);
+    st.items += r.s.items;
+    st.segments += r.s.segments;
+    ++st.slices;
+    st.slice_stats.push_back(r.s);
+  }
+  return st;
+}
+
+// --- Parts -------------------------------------------------------------------
 
 FilterParts UserFilter::ToParts() const {
   FilterParts parts;
-  for (const Slice& s : slices()) {
-    SlicePart sp;
-    sp.index = s.index;
-    sp.min_event_ms = s.min_event_ms;
-    sp.max_event_ms = s.max_event_ms;
-    for (const Segment& seg : s.segments) {
-      BloomSegment b(seg.num_blocks(), seg.k(), seg.capacity());
-      b.Assign(seg.words(), seg.count());
-      sp.bloom_segments.push_back(std::move(b));
+  if (h_ == nullptr) return parts;
+  const Tables t = Decode();
+  auto part = [&](int64_t index) -> SlicePart& {
+    for (SlicePart& p : parts.slices) {
+      if (p.index == index) return p;
     }
-    parts.slices.push_back(std::move(sp));
+    parts.slices.emplace_back();
+    parts.slices.back().index = index;
+    parts.slices.back().min_event_ms = std::numeric_limits<int64_t>::max();
+    parts.slices.back().max_event_ms = std::numeric_limits<int64_t>::min();
+    return parts.slices.back();
+  };
+  if (t.legacy != nullptr) {
+    for (const BloomSlices::Slice& s : t.legacy->slices.slices()) {
+      SlicePart& p = part(s.index);
+      p.min_event_ms = std::min(p.min_event_ms, s.min_event_ms);
+      p.max_event_ms = std::max(p.max_event_ms, s.max_event_ms);
+      for (const BloomSlices::Segment& seg : s.segments) {
+        BloomSegment b(seg.num_blocks(), seg.k(), seg.capacity());
+        b.Assign(seg.words(), seg.count());
+        p.bloom_segments.push_back(std::move(b));
+      }
+    }
   }
+  size_t k = 0;
+  for (const SliceMeta& s : t.slices) {
+    SlicePart& p = part(s.index);
+    p.min_event_ms = std::min(p.min_event_ms, s.min_event_ms);
+    p.max_event_ms = std::max(p.max_event_ms, s.max_event_ms);
+    for (int j = 0; j < s.num_runs; ++j, ++k) {
+      const RunMeta& r = t.runs[k];
+      RunPart rp;
+      // CopyOf only fails for shapes Rebuild never stores.
+      rp.run = *FingerprintRun::CopyOf(View(r));
+      rp.capacity = r.capacity;
+      rp.open = r.open;
+      p.runs.push_back(std::move(rp));
+    }
+  }
+  std::sort(
+      parts.slices.begin(), parts.slices.end(),
+      [](const SlicePart& a, const SlicePart& b) { return a.index < b.index; });
   return parts;
 }
 
 absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
                                                  FilterParts parts,
                                                  absl::string_view key) {
-  (void)policy;  // format-1 slices carry their own sizing
   constexpr uint32_t kMaxBlocks = uint32_t{1} << 26;  // the format's limit
   if (parts.slices.size() > kMaxPartsSlices) {
     return absl::InvalidArgumentError(
         absl::StrFormat("filter parts hold %d slices, at most %d allowed",
                         parts.slices.size(), kMaxPartsSlices));
   }
-  UserFilter f(key);
+  auto legacy = std::make_unique<Legacy>();
+  std::vector<SlicePlan> plan;
+  double runs_fp = 0;
   for (size_t i = 0; i < parts.slices.size(); ++i) {
     SlicePart& sp = parts.slices[i];
     if (i > 0 && sp.index <= parts.slices[i - 1].index) {
@@ -526,17 +893,19 @@ absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
           absl::StrFormat("slice %d: min_event_ms %d after max_event_ms %d", i,
                           sp.min_event_ms, sp.max_event_ms));
     }
-    if (!sp.runs.empty()) {
+    if (sp.bloom_segments.empty() && sp.runs.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "slice %d: holds %d fingerprint runs; this build reads format-1 "
-          "Bloom slices only",
-          i, sp.runs.size()));
+          "slice %d: neither bloom_segments nor runs (an empty slice)", i));
     }
-    if (sp.bloom_segments.empty() ||
-        sp.bloom_segments.size() > FilterPolicy::kMaxSegmentsPerSlice) {
+    if (sp.bloom_segments.size() > FilterPolicy::kMaxSegmentsPerSlice) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "slice %d: bloom_segments holds %d segments, need 1..%d", i,
+          "slice %d: bloom_segments holds %d segments, at most %d", i,
           sp.bloom_segments.size(), FilterPolicy::kMaxSegmentsPerSlice));
+    }
+    if (sp.runs.size() > kMaxRunsPerSlice) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("slice %d: %d runs, at most %d", i, sp.runs.size(),
+                          kMaxRunsPerSlice));
     }
     for (size_t j = 0; j < sp.bloom_segments.size(); ++j) {
       const BloomSegment& seg = sp.bloom_segments[j];
@@ -548,128 +917,72 @@ absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
             i, j, seg.num_blocks(), seg.k(), seg.capacity()));
       }
     }
-    SliceData data;
-    data.index = sp.index;
-    data.min_event_ms = sp.min_event_ms;
-    data.max_event_ms = sp.max_event_ms;
-    data.segments = std::move(sp.bloom_segments);
-    if (!f.AppendSlice(std::move(data))) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("slice %d: the filter's tables cannot hold it", i));
+    SlicePlan s;
+    s.meta.index = sp.index;
+    s.meta.min_event_ms = sp.min_event_ms;
+    s.meta.max_event_ms = sp.max_event_ms;
+    // A loaded slice counts as quiet: it may be sealed by the next write.
+    s.meta.quiet = RunSizing::kQuietWrites;
+    for (size_t j = 0; j < sp.runs.size(); ++j) {
+      const RunPart& rp = sp.runs[j];
+      const FingerprintRun& run = rp.run;
+      if (run.count() == 0 || rp.capacity < run.count() ||
+          rp.capacity > run.universe()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "slice %d run %d: count %d, capacity %d, universe %d (need 1 <= "
+            "count <= capacity <= universe)",
+            i, j, run.count(), rp.capacity, run.universe()));
+      }
+      if (rp.open && run.universe() != uint64_t{1} << run.precision()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "slice %d run %d: open but universe %d is not 2^%d (open runs "
+            "are prefix runs)",
+            i, j, run.universe(), run.precision()));
+      }
+      RunPlan r;
+      r.meta.count = run.count();
+      r.meta.capacity = rp.capacity;
+      r.meta.universe = run.universe();
+      r.meta.precision = static_cast<uint8_t>(run.precision());
+      r.meta.rice_k = static_cast<uint8_t>(run.rice_k());
+      r.meta.payload_bits = run.payload_bits();
+      r.meta.open = rp.open;
+      r.fps = run.Fingerprints();
+      r.meta.weight = Weight(r.fps, r.meta.precision, r.meta.universe);
+      runs_fp += r.meta.fp();
+      s.runs.push_back(std::move(r));
+    }
+    if (!sp.runs.empty()) plan.push_back(std::move(s));
+    if (!sp.bloom_segments.empty()) {
+      BloomSlices::SliceData data;
+      data.index = sp.index;
+      data.min_event_ms = sp.min_event_ms;
+      data.max_event_ms = sp.max_event_ms;
+      data.segments = std::move(sp.bloom_segments);
+      if (!legacy->slices.AppendSlice(std::move(data))) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("slice %d: the Bloom tables cannot hold it", i));
+      }
     }
   }
+  Legacy* kept = nullptr;
+  if (!legacy->slices.slices().empty()) {
+    legacy->fp = LegacyFpRate(legacy->slices);
+    kept = legacy.get();
+  }
+  // A legacy-only filter was valid under format 1's own budget; runs must
+  // fit what RunSizing leaves them.
+  const double budget =
+      RunSizing::Budget(policy.fp_rate(), kept ? kept->fp : 0);
+  if (runs_fp > budget * (1 + 1e-9)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "runs' union bound %.6g exceeds the FP budget %.6g (delta %g)", runs_fp,
+        budget, policy.fp_rate()));
+  }
+  UserFilter f;
+  f.Rebuild(plan, kept, key);
+  if (kept != nullptr) legacy.release();  // the filter owns it now
   return f;
-}
-
-// --- Reads -----------------------------------------------------------------
-
-void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
-                               absl::Span<const uint64_t> hashes,
-                               uint8_t* keep) const {
-  // All live segments in one candidate-major walk (probe_kernel.h).
-  absl::InlinedVector<SegmentRef, 16> segs;
-  for (const Slice& slice : slices()) {
-    if (!policy.SliceLive(slice.index, now_ms)) continue;
-    for (const Segment& seg : slice.segments) {
-      segs.push_back(SegmentRef{seg.words(), seg.num_blocks(), seg.k()});
-    }
-  }
-  RemoveContainedAny(segs.data(), segs.size(), hashes.data(), hashes.size(),
-                     keep);
-}
-
-namespace {
-
-bool AnySegmentClaims(const UserFilter::Slice& s, uint64_t h) {
-  for (const UserFilter::Segment& seg : s.segments) {
-    if (seg.MayContain(h)) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-bool UserFilter::MayContain(const FilterPolicy& policy, int64_t now_ms,
-                            uint64_t item_hash) const {
-  for (const Slice& slice : slices()) {
-    if (policy.SliceLive(slice.index, now_ms) &&
-        AnySegmentClaims(slice, item_hash)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-void UserFilter::ClaimingSlices(const FilterPolicy& policy, int64_t now_ms,
-                                uint64_t item_hash,
-                                std::vector<int64_t>* slice_indices) const {
-  for (const Slice& slice : slices()) {
-    if (policy.SliceLive(slice.index, now_ms) &&
-        AnySegmentClaims(slice, item_hash)) {
-      slice_indices->push_back(slice.index);
-    }
-  }
-}
-
-int UserFilter::DropExpired(const FilterPolicy& policy, int64_t now_ms) {
-  // Slices are in ascending time order, so the dead ones are a prefix.
-  const int n = num_slices();
-  int dropped = 0;
-  while (dropped < n &&
-         !policy.SliceLive(slice_table()[dropped].index, now_ms)) {
-    ++dropped;
-  }
-  if (dropped == 0) return 0;
-  std::vector<SlicePlan> plan = Plan();
-  plan.erase(plan.begin(), plan.begin() + dropped);
-  Rebuild(plan, key());
-  return dropped;
-}
-
-bool UserFilter::HasLiveSlices(const FilterPolicy& policy,
-                               int64_t now_ms) const {
-  const int n = num_slices();
-  return n > 0 && policy.SliceLive(slice_table()[n - 1].index, now_ms);
-}
-
-size_t UserFilter::MemoryBytes() const {
-  if (h_ == nullptr) return 0;
-  return AllocationBytes(h_->total_blocks, h_->num_slices, h_->num_segments,
-                         key().size());
-}
-
-UserFilterStats UserFilter::Stats(const FilterPolicy& policy,
-                                  int64_t now_ms) const {
-  UserFilterStats st;
-  st.bytes = MemoryBytes();
-  double p_clean = 1.0;  // P(a fresh item passes every live segment)
-  for (const Slice& s : slices()) {
-    if (!policy.SliceLive(s.index, now_ms)) continue;
-    SliceStats ss;
-    ss.start_ms = policy.SliceStartMs(s.index);
-    ss.end_ms = policy.SliceEndMs(s.index);
-    double slice_clean = 1.0;
-    for (const Segment& seg : s.segments) {
-      ss.items += seg.count();
-      ss.capacity += seg.capacity();
-      ss.bytes += seg.bit_bytes();
-      slice_clean *= 1.0 - seg.EstimatedFpRate();
-    }
-    ss.segments = static_cast<uint32_t>(s.segments.size());
-    ss.estimated_fp_rate = 1.0 - slice_clean;
-    p_clean *= slice_clean;
-    if (st.slices == 0) {
-      st.oldest_exposure_ms = s.min_event_ms;
-      st.expires_at_ms = ss.end_ms + policy.retention_ms();
-    }
-    st.newest_exposure_ms = std::max(st.newest_exposure_ms, s.max_event_ms);
-    st.items += ss.items;
-    st.segments += ss.segments;
-    ++st.slices;
-    st.slice_stats.push_back(ss);
-  }
-  st.estimated_fp_rate = 1.0 - p_clean;
-  return st;
 }
 
 }  // namespace exposure_filter

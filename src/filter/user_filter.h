@@ -1,29 +1,34 @@
-// UserFilter: one user's exposure history on one surface, as a short ring of
-// time slices, each a chain of blocked Bloom segments (filter_policy.h has
-// the time and FP-budget math).
+// UserFilter: one user's exposure history on one surface, filter format 2
+// (issue 15, docs/format2-design.md).
 //
-// Sizing follows the user's volume: a new slice starts with room for 1.125x
-// what the previous slice held or for the batch that opens it, whichever is
-// larger (one block, ~30 items, for a new user's first few items); when
-// its newest segment fills, the slice grows a segment holding 4x the slice's
-// count at half the previous FP budget. History is never rebuilt or lost by
-// growth; it is only dropped when its slice ages out.
+// Events are cut into time slices on the policy's grid (filter_policy.h:
+// remembered >= retention, <= retention + one span). Each slice holds one or
+// more runs of Golomb-Rice coded fingerprints (fingerprint_run.h), sized by
+// RunSizing (run_sizing.h) so that the union bound
+//     F = sum over live runs of n_r / U_r  (+ legacy Bloom slices' rate)
+// stays <= delta after every write: FP <= delta at every moment, and no
+// false negatives (a recorded item's fingerprint is in its slice's run).
 //
-// Memory layout. Most users are small (a 20-item user needs one 64-byte
-// block), so the per-user overhead around the bits decides how many users a
-// machine holds. The whole filter is ONE heap allocation and the object is
-// one pointer:
+// Legacy data. A user loaded from a format-1 snapshot keeps its Bloom slices
+// (BloomSlices, read-only) until they age out; new writes always go to runs,
+// whose budget is then delta minus the legacy slices' measured rate.
 //
-//   [blocks of every segment, in format order][header][slices][segments][key]
-//    ^ 64-byte aligned when there are >= 2 blocks ^ the object points here
+// Memory layout. Most users are small, so per-user overhead matters (a
+// 20-item user must stay under 100 bytes all-in). The filter is ONE heap
+// allocation and the object is one pointer:
 //
-// The header, slice and segment tables sit after the blocks, so the blocks
-// start the allocation (aligned without padding) and the metadata packs
-// tightly behind them. The allocation also carries an owner key (the store's
-// map key: surface and user id) and a last-active time, so the store's map
-// slot can be this single pointer. Adding a slice or a segment, sealing and
-// dropping slices rebuild the allocation (rare: once per slice span or
-// growth step); recording an item and probing work in place.
+//   [run payloads, bit-packed][key][tables][pad to 8][header]
+//    ^ 8-byte aligned                                 ^ the object points here
+//
+// Every run's codes are packed back to back in one bitstream (run r starts
+// at the sum of the earlier runs' payload bits) and read in place through a
+// FingerprintRunView. The tables (slices and runs) are a varint byte
+// stream: a slice costs ~10 bytes, a run ~9, instead of ~24 and ~20 as
+// fixed structs. The decoder's read of one word past the payload lands in
+// key, tables or the header's first (immutable) 8 bytes, never in the
+// atomic last-active time, so concurrent readers and Touch() do not race.
+// Each write re-encodes the run it changes and rebuilds the allocation:
+// O(items of that run).
 //
 // Thread-compatibility: const methods may run concurrently; mutation needs
 // exclusive access (the store's shard lock provides it). Touch() is the one
@@ -33,198 +38,36 @@
 #define EXPOSURE_FILTER_SRC_FILTER_USER_FILTER_H_
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
+#include <memory>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "exposure_filter/bloom_probe.h"
-#include "src/filter/bloom_segment.h"
+#include "src/filter/bloom_slices.h"
 #include "src/filter/filter_parts.h"
 #include "src/filter/filter_policy.h"
+#include "src/filter/filter_stats.h"
+#include "src/filter/fingerprint_run.h"
 
 namespace exposure_filter {
 
-struct SliceStats {
-  int64_t start_ms = 0;
-  int64_t end_ms = 0;
-  uint64_t items = 0;
-  uint64_t capacity = 0;
-  uint64_t bytes = 0;
-  uint32_t segments = 0;
-  double estimated_fp_rate = 0;
-};
-
-struct UserFilterStats {
-  uint64_t items = 0;
-  uint64_t bytes = 0;
-  uint32_t slices = 0;
-  uint32_t segments = 0;
-  double estimated_fp_rate = 0;
-  int64_t oldest_exposure_ms = 0;
-  int64_t newest_exposure_ms = 0;
-  int64_t expires_at_ms = 0;
-  std::vector<SliceStats> slice_stats;
-};
-
 class UserFilter {
- private:
-  // The packed tables (see the layout above). Counts and capacities are 32
-  // bits: a segment holds at most 2^26 blocks, and the portable format's
-  // item_count saturates at 2^32 - 1 too.
-  struct Header {
-    std::atomic<int64_t> last_active_ms;
-    uint32_t total_blocks;
-    uint8_t num_slices;
-    uint8_t num_segments;
-    uint16_t key_len;
-  };
-  struct SliceMeta {
-    int64_t index;  // covers [index*span, (index+1)*span)
-    int64_t min_event_ms;
-    int64_t max_event_ms;
-  };
-  struct SegmentMeta {
-    uint32_t num_blocks;
-    uint32_t count;     // saturates at 2^32 - 1
-    uint32_t capacity;  // count at which the segment reaches its FP budget
-    uint8_t k;
-    uint8_t level;  // 0 starts a slice; segments of one slice follow it
-    uint8_t reserved[2];
-  };
-
  public:
-  // Read-only view of one segment inside the filter.
-  class Segment {
-   public:
-    const uint64_t* words() const { return words_; }
-    uint32_t num_blocks() const { return meta_->num_blocks; }
-    int k() const { return meta_->k; }
-    uint64_t count() const { return meta_->count; }
-    uint64_t capacity() const { return meta_->capacity; }
-    bool full() const { return meta_->count >= meta_->capacity; }
-    size_t bit_bytes() const { return size_t{num_blocks()} * kBlockBytes; }
-    bool MayContain(uint64_t item_hash) const {
-      return BlockMayContain(
-          words_ + size_t{BlockIndex(item_hash, num_blocks())} * kBlockWords,
-          item_hash, k());
-    }
-    // Expected FP rate at the current count (bloom_math.h).
-    double EstimatedFpRate() const;
-
-   private:
-    friend class UserFilter;
-    Segment(const uint64_t* words, const SegmentMeta* meta)
-        : words_(words), meta_(meta) {}
-    const uint64_t* words_;
-    const SegmentMeta* meta_;
-  };
-
-  // The segments of one slice, oldest level first.
-  class SegmentList {
-   public:
-    class Iterator {
-     public:
-      using iterator_category = std::forward_iterator_tag;
-      using value_type = Segment;
-      using difference_type = std::ptrdiff_t;
-      using pointer = void;
-      using reference = Segment;
-      Segment operator*() const { return Segment(words_, meta_); }
-      Iterator& operator++() {
-        words_ += size_t{meta_->num_blocks} * kBlockWords;
-        ++meta_;
-        return *this;
-      }
-      bool operator==(const Iterator& o) const { return meta_ == o.meta_; }
-      bool operator!=(const Iterator& o) const { return meta_ != o.meta_; }
-
-     private:
-      friend class SegmentList;
-      Iterator(const uint64_t* words, const SegmentMeta* meta)
-          : words_(words), meta_(meta) {}
-      const uint64_t* words_;
-      const SegmentMeta* meta_;
-    };
-    Iterator begin() const { return Iterator(words_, meta_); }
-    Iterator end() const { return Iterator(nullptr, meta_ + size_); }
-    size_t size() const { return size_; }
-    bool empty() const { return size_ == 0; }
-    Segment operator[](size_t i) const;
-    Segment front() const { return (*this)[0]; }
-    Segment back() const { return (*this)[size_ - 1]; }
-
-   private:
-    friend class UserFilter;
-    SegmentList(const uint64_t* words, const SegmentMeta* meta, size_t size)
-        : words_(words), meta_(meta), size_(size) {}
-    const uint64_t* words_;
-    const SegmentMeta* meta_;
-    size_t size_;
-  };
-
-  // Read-only view of one slice.
-  struct Slice {
-    int64_t index;  // covers [index*span, (index+1)*span)
-    int64_t min_event_ms;
-    int64_t max_event_ms;
-    SegmentList segments;
-  };
-
-  // The slices, ascending time order.
-  class SliceList {
-   public:
-    class Iterator {
-     public:
-      using iterator_category = std::forward_iterator_tag;
-      using value_type = Slice;
-      using difference_type = std::ptrdiff_t;
-      using pointer = void;
-      using reference = Slice;
-      Slice operator*() const;
-      Iterator& operator++();
-      bool operator==(const Iterator& o) const { return slice_ == o.slice_; }
-      bool operator!=(const Iterator& o) const { return slice_ != o.slice_; }
-
-     private:
-      friend class SliceList;
-      Iterator(const SliceMeta* slice, const SegmentMeta* seg,
-               const SegmentMeta* seg_end, const uint64_t* words)
-          : slice_(slice), seg_(seg), seg_end_(seg_end), words_(words) {}
-      size_t SegmentsHere() const;
-      const SliceMeta* slice_;
-      const SegmentMeta* seg_;
-      const SegmentMeta* seg_end_;
-      const uint64_t* words_;
-    };
-    Iterator begin() const;
-    Iterator end() const;
-    size_t size() const { return h_ == nullptr ? 0 : h_->num_slices; }
-    bool empty() const { return size() == 0; }
-    Slice operator[](size_t i) const;
-    Slice front() const { return (*this)[0]; }
-    Slice back() const { return (*this)[size() - 1]; }
-
-   private:
-    friend class UserFilter;
-    explicit SliceList(const Header* h) : h_(h) {}
-    const Header* h_;
-  };
-
-  // A slice with owned segments, for building a filter from parts (snapshot
-  // decoding, golden vectors).
-  struct SliceData {
-    int64_t index = 0;
-    int64_t min_event_ms = 0;
-    int64_t max_event_ms = 0;
-    std::vector<BloomSegment> segments;
-  };
+  // Most runs a slice holds (open prefix runs of a fast-growing slice, a
+  // sealed run and late-item runs); a write that would need more merges
+  // the slice's runs first.
+  static constexpr int kMaxRunsPerSlice = 12;
+  // Most slices FromParts accepts (a live filter holds at most
+  // FilterPolicy::kMaxLiveSlices + 1).
+  static constexpr int kMaxPartsSlices = 64;
 
   UserFilter() = default;
-  // An empty filter carrying `key` (the owner's map key, <= 65535 bytes).
+  // An empty filter carrying `key` (the owner's map key).
   explicit UserFilter(absl::string_view key);
   ~UserFilter();
   UserFilter(UserFilter&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
@@ -234,19 +77,21 @@ class UserFilter {
 
   // Records that the items with these hashes were shown at `event_ms` (which
   // the caller has checked is inside the retention window). Returns how many
-  // were not already claimed by the slice; re-recording an item is a no-op,
-  // which makes at-least-once delivery harmless.
+  // were not already claimed by the event's slice (distinct fingerprints
+  // added); re-recording an item is a no-op, which makes at-least-once
+  // delivery harmless.
   uint64_t Record(const FilterPolicy& policy, absl::Span<const uint64_t> hashes,
                   int64_t event_ms);
 
-  // Clears keep[i] for every hash the live slices claim. keep[i] == 0 on entry
-  // is left alone.
+  // Clears keep[i] for every hash the live slices claim. keep[i] == 0 on
+  // entry is left alone. Sorts the candidates once (candidate_sort.h) and
+  // merges them with every live run.
   void RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
                      absl::Span<const uint64_t> hashes, uint8_t* keep) const;
   bool MayContain(const FilterPolicy& policy, int64_t now_ms,
                   uint64_t item_hash) const;
-  // For Explain: appends the index of every live slice whose segments claim
-  // the item, oldest first. Empty iff MayContain is false.
+  // For Explain: appends the index of every live slice that claims the item,
+  // oldest first. Empty iff MayContain is false.
   void ClaimingSlices(const FilterPolicy& policy, int64_t now_ms,
                       uint64_t item_hash,
                       std::vector<int64_t>* slice_indices) const;
@@ -254,45 +99,41 @@ class UserFilter {
   // Drops slices that aged out; returns how many.
   int DropExpired(const FilterPolicy& policy, int64_t now_ms);
   bool HasLiveSlices(const FilterPolicy& policy, int64_t now_ms) const;
+  // No slice at all (live or not).
+  bool empty() const;
 
-  // Heap bytes held for this user, all-in: blocks, tables and key (the one
-  // allocation), excluding the owner's map slot (sizeof(UserFilter)).
+  // Heap bytes held for this user, all-in: the allocation (payloads, tables,
+  // key, header) and legacy Bloom slices if any; excluding the owner's map
+  // slot (sizeof(UserFilter)).
   size_t MemoryBytes() const;
+  // `segments` counts runs (plus legacy Bloom segments); estimated_fp_rate
+  // is the union bound F over the live slices.
   UserFilterStats Stats(const FilterPolicy& policy, int64_t now_ms) const;
-
-  // Slices in ascending time order; may include aged-out slices not yet
-  // dropped (check policy.SliceLive).
-  SliceList slices() const { return SliceList(h_); }
-  // For decoding a snapshot: appends a slice (ascending index order).
-  // False (and nothing appended) if the slice has no segment or more than
-  // FilterPolicy::kMaxSegmentsPerSlice, or if the filter would exceed what
-  // the packed tables hold (255 slices, 255 segments, 2^32 - 1 blocks; a
-  // live filter has at most 9 slices of 8 segments).
-  bool AppendSlice(SliceData slice);
+  // F over the live slices (what Stats reports).
+  double FpBound(const FilterPolicy& policy, int64_t now_ms) const;
 
   // Every slice (live or not: call DropExpired first to leave the aged ones
-  // out) as plain parts, for persistence and the wire (filter_parts.h).
+  // out) as plain parts (filter_parts.h). A slice that was legacy Bloom when
+  // loaded and has had writes since holds both kinds.
   FilterParts ToParts() const;
   // The filter `parts` describe, carrying `key`. InvalidArgument naming the
-  // offending slice and field unless: at most kMaxPartsSlices slices in
-  // strictly ascending index order, min_event_ms <= max_event_ms, every slice
-  // holds 1..kMaxSegmentsPerSlice Bloom segments of 1..2^26 blocks, k in
-  // 1..16 and capacity >= 1. (This build keeps format-1 slices only: a slice
-  // with fingerprint runs is rejected.)
+  // slice and field unless: at most kMaxPartsSlices slices in strictly
+  // ascending index order; min_event_ms <= max_event_ms; every slice holds
+  // some content, at most kMaxSegmentsPerSlice valid Bloom segments and
+  // kMaxRunsPerSlice runs; every run non-empty with count <= capacity <= U,
+  // open runs prefix runs (U = 2^b);
+  // and, when there are runs, their union bound within the policy's budget
+  // beside the legacy slices (RunSizing::Budget, + 1e-9 relative).
   static absl::StatusOr<UserFilter> FromParts(const FilterPolicy& policy,
                                               FilterParts parts,
                                               absl::string_view key);
-  // Most slices FromParts accepts: the snapshot decoder's limit (a live
-  // filter holds at most FilterPolicy::kMaxLiveSlices + 1).
-  static constexpr int kMaxPartsSlices = 64;
 
   // The owner's key ("" if none was given).
   absl::string_view key() const;
   // Replaces the key (a filter decoded from a snapshot joins the store).
   void SetKey(absl::string_view key);
   // When the owner last read or wrote this filter (its LRU clock); 0 for a
-  // filter without allocation. Touch only moves it forward, and a read that
-  // finds it current writes nothing, so hot users do not bounce the line.
+  // filter without allocation. Touch only moves it forward.
   int64_t last_active_ms() const {
     return h_ == nullptr ? 0
                          : h_->last_active_ms.load(std::memory_order_relaxed);
@@ -304,52 +145,95 @@ class UserFilter {
     }
   }
 
+  // Legacy Bloom slices (null if none): for tests and the interim encoders.
+  const BloomSlices* legacy() const;
+
  private:
-  // A new layout being assembled: segment sources are read while the new
-  // allocation is filled (nullptr = zero bits).
-  struct SegmentPlan {
-    SegmentMeta meta;
-    const uint64_t* words;
+  // The header ends the allocation. Its first 8 bytes are written only when
+  // the allocation is built (see the layout above).
+  struct Header {
+    uint32_t payload_bytes;  // ceil(payload bits / 8), at the allocation start
+    uint16_t key_len;        // 0xffff: a u32 length precedes the key
+    uint16_t table_bytes;
+    std::atomic<int64_t> last_active_ms;
+  };
+  struct Legacy;  // BloomSlices and its measured FP rate
+
+ public:
+  // One run as the tables describe it.
+  struct RunMeta {
+    uint32_t count = 0;
+    uint32_t capacity = 0;
+    uint32_t payload_bits = 0;
+    uint64_t universe = 2;
+    uint8_t precision = 1;
+    uint8_t rice_k = 0;
+    bool open = false;
+    uint64_t bit_offset = 0;  // derived: where its codes start
+    // Prefixes (of 2^precision) whose fingerprint is in the run: a fresh
+    // hash is claimed with probability exactly weight / 2^precision. Equal
+    // to count for a prefix run (U = 2^b); for U < 2^b a fingerprint f
+    // covers c_f = ceil((f+1) 2^b / U) - ceil(f 2^b / U) prefixes (1 or 2
+    // when U > 2^(b-1)), and the stored f are the ones items landed on,
+    // size-biased towards the wider ones: n / U underestimates the rate by
+    // up to U / 2^b, so F uses the exact weight.
+    uint64_t weight = 0;
+    double fp() const {
+      return std::ldexp(static_cast<double>(weight), -precision);
+    }
+  };
+  struct SliceMeta {
+    int64_t index = 0;
+    int64_t min_event_ms = 0;
+    int64_t max_event_ms = 0;
+    uint8_t quiet = 0;  // user writes since this slice's last (saturates)
+    uint8_t num_runs = 0;
+  };
+  // The decoded tables.
+  struct Tables {
+    Legacy* legacy = nullptr;
+    absl::InlinedVector<SliceMeta, 8> slices;
+    absl::InlinedVector<RunMeta, 12> runs;  // slice by slice
+  };
+
+ private:
+  // A run of a layout being assembled: its codes come from `src` (a run of
+  // the current allocation, copied bit for bit) or are encoded from `fps`.
+  struct RunPlan {
+    RunMeta meta;
+    const uint64_t* src = nullptr;  // null: encode `fps`
+    std::vector<uint32_t> fps;      // sorted distinct, < universe
   };
   struct SlicePlan {
     SliceMeta meta;
-    std::vector<SegmentPlan> segments;
+    std::vector<RunPlan> runs;
   };
 
-  SliceMeta* slice_table() const {
-    return reinterpret_cast<SliceMeta*>(h_ + 1);
+  Tables Decode() const;
+  std::vector<SlicePlan> Plan(const Tables& t) const;
+  FingerprintRunView View(const RunMeta& r) const;
+  const uint64_t* payload() const {
+    return reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(h_) -
+                                             PreHeaderBytes(h_));
   }
-  SegmentMeta* segment_table() const {
-    return reinterpret_cast<SegmentMeta*>(slice_table() + h_->num_slices);
-  }
-  uint64_t* blocks() const {
-    return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(h_) -
-                                       size_t{h_->total_blocks} * kBlockBytes);
-  }
-  int num_slices() const { return h_ == nullptr ? 0 : h_->num_slices; }
-  // First segment (index into the segment table) and first word of slice i.
-  void SliceStart(int slice, int* first_segment, uint64_t** words) const;
-  int SegmentsOf(int first_segment) const;
-
-  std::vector<SlicePlan> Plan() const;
-  // Replaces the allocation with one holding `plan` (and the current key and
-  // last-active time); copies the bits from the plan's sources first.
-  void Rebuild(const std::vector<SlicePlan>& plan, absl::string_view key);
-  static size_t AllocationBytes(uint32_t total_blocks, int slices, int segments,
-                                size_t key_len);
+  static size_t PreHeaderBytes(const Header* h);
+  // Replaces the allocation with one holding `plan`, `legacy` and `key`.
+  void Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
+               absl::string_view key);
   static void Free(Header* h);
-
-  // Position of the slice `index`, created with room for at least
-  // `incoming` items.
-  int SliceFor(const FilterPolicy& policy, int64_t index, uint64_t incoming);
-  bool SliceMayContain(int slice, uint64_t item_hash) const;
-  static SegmentMeta NewSegment(const FilterPolicy& policy, int level,
-                                uint64_t min_capacity);
-  // Folds the slice's over-sized segments while its measured FP stays within
-  // budget (filter_policy.h, "Sealing"). `owned` keeps the folded bits alive
-  // until the plan is built.
-  static void SealSlice(const FilterPolicy& policy, SlicePlan& slice,
-                        std::vector<BloomSegment>* owned);
+  static double LegacyFp(const Tables& t);
+  double LegacyLiveFp(const Tables& t, const FilterPolicy& policy,
+                      int64_t now_ms) const;
+  // The runs' fingerprints, ascending distinct, re-mapped to (b, u) (b at
+  // most each run's precision; u <= 2^b).
+  // Sum of c_f over `fps` (see RunMeta::weight).
+  static uint64_t Weight(const std::vector<uint32_t>& fps, int b, uint64_t u);
+  static std::vector<uint32_t> RemapRuns(const UserFilter& f,
+                                         const std::vector<RunPlan>& runs,
+                                         int b, uint64_t u);
+  // Seals quiet slices (RunSizing) in `plan`.
+  void SealQuiet(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
+                 double budget) const;
 
   Header* h_ = nullptr;
 };

@@ -257,7 +257,7 @@ absl::StatusOr<SnapshotLoadResult> LoadSnapshot(absl::string_view data,
         // Aging applies across the restart: slices that expired while the
         // server was down are dropped, not resurrected.
         filter.DropExpired(it->second->policy, now);
-        if (filter.slices().empty()) {
+        if (filter.empty()) {
           ++result.expired_users;
           break;
         }

@@ -32,16 +32,11 @@ void Observe(const Surface& surface, const UserFilter& filter, int64_t now,
     report->surfaces.resize(surface.id + 1);
   }
   SweepReport::PerSurface& out = report->surfaces[surface.id];
-  double p_clean = 1.0;  // P(a fresh item passes every live segment)
-  for (const UserFilter::Slice& slice : filter.slices()) {
-    if (!surface.policy.SliceLive(slice.index, now)) continue;
-    ++out.live_slices;
-    for (const UserFilter::Segment& seg : slice.segments) {
-      p_clean *= 1.0 - seg.EstimatedFpRate();
-    }
-  }
+  // F, the union bound over the live runs (and legacy Bloom slices).
+  const UserFilterStats st = filter.Stats(surface.policy, now);
+  out.live_slices += st.slices;
+  const double fp = st.estimated_fp_rate;
   ++out.users;
-  const double fp = 1.0 - p_clean;
   for (size_t i = 0; i < SweepReport::kNumFpRateBounds; ++i) {
     if (fp <= SweepReport::kFpRateBounds[i]) ++out.users_by_fp_rate[i];
   }
@@ -299,10 +294,10 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
         ++it;
         continue;
       }
-      if (report != nullptr && !filter.slices().empty()) {
+      if (report != nullptr && !filter.empty()) {
         Observe(*surface, filter, now, report);
       }
-      if (filter.slices().empty()) {
+      if (filter.empty()) {
         Account(shard, surface_id, -1, -before);
         shard.users.erase(it++);
         AccountTable(shard);

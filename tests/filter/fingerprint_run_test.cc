@@ -416,3 +416,31 @@ TEST(FingerprintRunTest, ParseOfGarbageIsAnErrorOrAValidRun) {
 
 }  // namespace
 }  // namespace exposure_filter
+
+namespace exposure_filter {
+namespace {
+
+// A run's codes copied to any bit offset of another buffer decode to the
+// same set through a view, and CopyOf rebuilds the identical run.
+TEST(FingerprintRunViewTest, ViewAtAnyBitOffsetAnswersLikeTheRun) {
+  const std::vector<uint64_t> items = RandomHashes(700, 77);
+  const FingerprintRun run = MustBuild(items, 20, uint64_t{1} << 20);
+  const std::vector<uint64_t> probes = MixedCandidates(items, 3000, 78);
+  for (uint64_t offset : {0, 1, 37, 63, 64, 129}) {
+    std::vector<uint64_t> buf((offset + run.payload_bits()) / 64 + 2, 0);
+    run.view().CopyPayloadTo(buf.data(), offset);
+    const FingerprintRunView v(buf.data(), offset, run.count(), run.universe(),
+                               run.precision(), run.rice_k(),
+                               run.payload_bits());
+    std::vector<uint32_t> fps;
+    v.AppendFingerprints(&fps);
+    ASSERT_EQ(fps, run.Fingerprints()) << "offset " << offset;
+    for (uint64_t h : probes) ASSERT_EQ(v.Contains(h), run.Contains(h));
+    absl::StatusOr<FingerprintRun> copy = FingerprintRun::CopyOf(v);
+    ASSERT_TRUE(copy.ok()) << copy.status();
+    EXPECT_TRUE(*copy == run) << "offset " << offset;
+  }
+}
+
+}  // namespace
+}  // namespace exposure_filter

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "src/filter/bloom_slices.h"
 #include "src/filter/filter_policy.h"
-#include "src/filter/user_filter.h"
 #include "tests/filter/fp_measurement.h"
 
 namespace exposure_filter {
@@ -49,8 +49,8 @@ constexpr uint64_t kLargeOpeningBatch = 12500;
 
 FilterPolicy DefaultPolicy() { return *FilterPolicy::Create({}); }
 
-UserFilter::Slice SliceAt(const UserFilter& f, int64_t index) {
-  for (const UserFilter::Slice& s : f.slices()) {
+BloomSlices::Slice SliceAt(const BloomSlices& f, int64_t index) {
+  for (const BloomSlices::Slice& s : f.slices()) {
     if (s.index == index) return s;
   }
   ADD_FAILURE() << "no slice " << index;
@@ -62,10 +62,10 @@ UserFilter::Slice SliceAt(const UserFilter& f, int64_t index) {
 // (A batch never larger than the room left cannot start a growth segment;
 // items the slice already claims by a false positive are not counted, hence
 // the loop.)
-void FillNewestSegment(UserFilter& f, const FilterPolicy& p, int64_t t,
+void FillNewestSegment(BloomSlices& f, const FilterPolicy& p, int64_t t,
                        std::mt19937_64& rng) {
   for (;;) {
-    const UserFilter::Segment seg =
+    const BloomSlices::Segment seg =
         SliceAt(f, p.SliceIndexOf(t)).segments.back();
     if (seg.full()) return;
     f.Record(p, RecordedHashes(rng, seg.capacity() - seg.count()), t);
@@ -74,7 +74,7 @@ void FillNewestSegment(UserFilter& f, const FilterPolicy& p, int64_t t,
 
 // A slice at `t` opened by `opening_batch` items, then grown to `levels`
 // segments, each filled to its capacity.
-void RecordFullSlice(UserFilter& f, const FilterPolicy& p, int64_t t,
+void RecordFullSlice(BloomSlices& f, const FilterPolicy& p, int64_t t,
                      uint64_t opening_batch, int levels, std::mt19937_64& rng) {
   f.Record(p, RecordedHashes(rng, opening_batch), t);
   FillNewestSegment(f, p, t, rng);
@@ -87,7 +87,7 @@ void RecordFullSlice(UserFilter& f, const FilterPolicy& p, int64_t t,
   }
 }
 
-FpMeasurement MeasureSegment(const UserFilter::Segment& seg, double budget,
+FpMeasurement MeasureSegment(const BloomSlices::Segment& seg, double budget,
                              uint64_t seed) {
   return MeasureFp(seed, budget, kExpectedHitsAtBudget,
                    [&](const uint64_t* h, size_t n, uint8_t* keep) {
@@ -97,12 +97,12 @@ FpMeasurement MeasureSegment(const UserFilter::Segment& seg, double budget,
                    });
 }
 
-FpMeasurement MeasureSlice(const UserFilter::Slice& slice, double budget,
+FpMeasurement MeasureSlice(const BloomSlices::Slice& slice, double budget,
                            uint64_t seed) {
   return MeasureFp(seed, budget, kExpectedHitsAtBudget,
                    [&](const uint64_t* h, size_t n, uint8_t* keep) {
                      for (size_t i = 0; i < n; ++i) {
-                       for (const UserFilter::Segment& seg : slice.segments) {
+                       for (const BloomSlices::Segment& seg : slice.segments) {
                          if (seg.MayContain(h[i])) {
                            keep[i] = 0;
                            break;
@@ -130,10 +130,10 @@ TEST_P(SegmentFpBudgetTest, FullSegmentMeetsItsLevelBudget) {
   const int level = GetParam();
   const FilterPolicy p = DefaultPolicy();
   std::mt19937_64 rng(100 + level);
-  UserFilter f;
+  BloomSlices f;
   ASSERT_NO_FATAL_FAILURE(
       RecordFullSlice(f, p, kNow, kLargeOpeningBatch, level + 1, rng));
-  const UserFilter::Segment seg = f.slices().front().segments[level];
+  const BloomSlices::Segment seg = f.slices().front().segments[level];
   ASSERT_TRUE(seg.full());
   ASSERT_GE(seg.num_blocks(), 256u) << "too few blocks for the bound";
   const double budget = p.LevelFpBudget(level);
@@ -159,10 +159,10 @@ INSTANTIATE_TEST_SUITE_P(Levels, SegmentFpBudgetTest, testing::Values(0, 1, 2),
 TEST(SliceFpBudgetTest, FullGrownSliceMeetsTheSumOfItsSegmentBudgets) {
   const FilterPolicy p = DefaultPolicy();
   std::mt19937_64 rng(300);
-  UserFilter f;
+  BloomSlices f;
   ASSERT_NO_FATAL_FAILURE(
       RecordFullSlice(f, p, kNow, kLargeOpeningBatch, 3, rng));
-  const UserFilter::Slice slice = f.slices().front();
+  const BloomSlices::Slice slice = f.slices().front();
   const double budget = AssignedSliceBudget(p, 3);
   ASSERT_LT(budget, p.slice_fp_budget());
   const FpMeasurement m = MeasureSlice(slice, budget, 301);
@@ -179,7 +179,7 @@ TEST(SliceFpBudgetTest, FullGrownSliceMeetsTheSumOfItsSegmentBudgets) {
 TEST(SliceFpBudgetTest, SealedSliceMeetsItsShareMinusTheGrowthReserve) {
   const FilterPolicy p = DefaultPolicy();
   std::mt19937_64 rng(400);
-  UserFilter f;
+  BloomSlices f;
   const int64_t burst_t = kNow - p.slice_span_ms();
   ASSERT_NO_FATAL_FAILURE(
       RecordFullSlice(f, p, burst_t, kLargeOpeningBatch, 1, rng));
@@ -190,7 +190,7 @@ TEST(SliceFpBudgetTest, SealedSliceMeetsItsShareMinusTheGrowthReserve) {
   const uint32_t unsealed_blocks = f.slices().front().segments[1].num_blocks();
   f.Record(p, RecordedHashes(rng, 1), kNow);  // opens a newer slice: seals
   ASSERT_EQ(f.slices().size(), 2u);
-  const UserFilter::Slice sealed = f.slices().front();
+  const BloomSlices::Slice sealed = f.slices().front();
   const double budget = p.slice_fp_budget() - p.GrowthReserve(2);
   const FpMeasurement m = MeasureSlice(sealed, budget, 401);
   EXPECT_LE(m.rate(), kBudgetFactor * budget)
@@ -224,13 +224,13 @@ class WindowFpBudgetTest : public testing::Test {
     ASSERT_EQ(f_.slices().size(), static_cast<size_t>(p_.max_live_slices()));
   }
   const FilterPolicy p_ = DefaultPolicy();
-  UserFilter f_;
+  BloomSlices f_;
 };
 
 TEST_F(WindowFpBudgetTest, EverySliceMeetsTheSumOfItsSegmentBudgets) {
   const double budget = AssignedSliceBudget(p_, 2);
   int i = 0;
-  for (const UserFilter::Slice& slice : f_.slices()) {
+  for (const BloomSlices::Slice& slice : f_.slices()) {
     ASSERT_EQ(slice.segments.size(), 2u);
     const FpMeasurement m = MeasureSlice(slice, budget, 600 + i++);
     EXPECT_LE(m.rate(), kBudgetFactor * budget)

@@ -9,7 +9,7 @@
 
 #include "exposure_filter/item_hash.h"
 #include "src/filter/bloom_segment.h"
-#include "src/filter/user_filter.h"
+#include "src/filter/bloom_slices.h"
 
 namespace exposure_filter {
 namespace {
@@ -56,7 +56,7 @@ TEST(SegmentFoldTest, MeasuredFpRateMatchesFreshProbes) {
 // and the FP target kept.
 TEST(SegmentFoldTest, SealingFoldsAnOverSizedGrowthSegment) {
   const FilterPolicy policy = *FilterPolicy::Create({});
-  UserFilter f;
+  BloomSlices f;
   const std::vector<uint64_t> items = RandomHashes(1200, 3);
   const int64_t old_slice = kNow - 6 * kDay;
   // 1,000 items opened the slice, then a burst of 200 more overflowed it.

@@ -1,5 +1,7 @@
-// Property tests for the time-sliced user filter. Fixed seeds: every run sees
-// the same items, so a failure reproduces.
+// Property tests of the format-2 UserFilter (fixed seeds): zero false
+// negatives inside the window and the union bound F <= delta after every
+// write, across growth, small calls, out-of-order backfills, aging and
+// legacy Bloom slices; the measured FP rate within F.
 #include "src/filter/user_filter.h"
 
 #include <gtest/gtest.h>
@@ -10,406 +12,264 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_format.h"
-#include "exposure_filter/item_hash.h"
+#include "absl/strings/str_cat.h"
+#include "tests/filter/arrival_patterns.h"
 
-namespace exposure_filter {
+namespace exposure_filter::testing {
 namespace {
 
-constexpr int64_t kDay = 24 * 3600 * 1000LL;
-// 2026-11-23T00:00:00Z, a slice boundary with 5-day slices would be chance.
-constexpr int64_t kNow = 1795392000000LL + 3 * 3600 * 1000LL;
-
-FilterPolicy DefaultPolicy() { return *FilterPolicy::Create({}); }
-
-// Recorded ids have the top bit clear, fresh ids have it set: disjoint sets.
-std::vector<uint64_t> Hashes(std::mt19937_64& rng, size_t n, bool fresh) {
-  std::vector<uint64_t> h(n);
-  for (uint64_t& x : h) {
-    uint64_t id = rng() >> 1;
-    if (fresh) id |= uint64_t{1} << 63;
-    x = HashItemId(id);
-  }
-  return h;
+double Bound(const UserFilter& f, const FilterPolicy& p, int64_t now) {
+  return f.Stats(p, now).estimated_fp_rate;
 }
 
-// How many of `probes` never-recorded items the filter claims.
-size_t ClaimedFreshProbes(const UserFilter& f, const FilterPolicy& p,
-                          int64_t now, std::mt19937_64& rng, size_t probes) {
-  const std::vector<uint64_t> fresh = Hashes(rng, probes, /*fresh=*/true);
-  std::vector<uint8_t> keep(probes, 1);
-  f.RemoveExposed(p, now, fresh, keep.data());
-  size_t fp = 0;
-  for (uint8_t k : keep) fp += !k;
-  return fp;
-}
+// Relative slack for floating-point sums of n/U.
+constexpr double kSlack = 1e-12;
 
-double MeasuredFpRate(const UserFilter& f, const FilterPolicy& p, int64_t now,
-                      std::mt19937_64& rng, size_t probes) {
-  return static_cast<double>(ClaimedFreshProbes(f, p, now, rng, probes)) /
-         probes;
-}
-
-void ExpectAllContained(const UserFilter& f, const FilterPolicy& p, int64_t now,
-                        const std::vector<uint64_t>& recorded) {
-  std::vector<uint8_t> keep(recorded.size(), 1);
-  f.RemoveExposed(p, now, recorded, keep.data());
-  for (size_t i = 0; i < recorded.size(); ++i) {
-    ASSERT_EQ(keep[i], 0) << "false negative at item " << i;
-    ASSERT_TRUE(f.MayContain(p, now, recorded[i]));
+// Replays `writes`, checking after every one that F <= delta and that the
+// write's own items are claimed; the whole history every `full_every`
+// writes and at the end.
+void ReplayChecked(UserFilter& f, const FilterPolicy& p,
+                   const std::vector<Write>& writes, int64_t now,
+                   size_t full_every, const std::string& what) {
+  std::vector<uint64_t> recorded;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    f.Record(p, writes[i].hashes, writes[i].event_ms);
+    recorded.insert(recorded.end(), writes[i].hashes.begin(),
+                    writes[i].hashes.end());
+    const double bound = Bound(f, p, now);
+    ASSERT_LE(bound, p.fp_rate() * (1 + kSlack))
+        << what << ": union bound after write " << i;
+    const std::string where = absl::StrCat(what, " write ", i);
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectNoFalseNegatives(f, p, now, writes[i].hashes, where));
+    if ((i + 1) % full_every == 0 || i + 1 == writes.size()) {
+      ASSERT_NO_FATAL_FAILURE(
+          ExpectNoFalseNegatives(f, p, now, recorded, where));
+    }
   }
 }
 
-// The FP budget the code assigned to `f` (filter_policy.h, "FP budget"):
-// each live slice the level budgets of the segments it has, the filter the
-// union over its live slices. (Sealing may refold a slice up to its whole
-// share minus the growth reserve; none of the VolumeTest patterns seals:
-// each records its newest slice first.)
-double AssignedFpBudget(const UserFilter& f, const FilterPolicy& p,
-                        int64_t now) {
-  double clean = 1;
-  for (const UserFilter::Slice& s : f.slices()) {
-    if (!p.SliceLive(s.index, now)) continue;
-    double share = 0;
-    for (size_t j = 0; j < s.segments.size(); ++j) {
-      share += p.LevelFpBudget(static_cast<int>(j));
-    }
-    clean *= 1 - share;
-  }
-  return 1 - clean;
-}
-
-// Users of one volume recorded in one arrival pattern: no false negatives,
-// the filter's own estimate within its assigned budget (both exact), and
-// the users' pooled measured FP within 1.2x the budgets the code assigned
-// them. Pooled because one small filter's own rate is mostly luck: a
-// 4-block segment at capacity measured 0.3x-2.4x its budget over 40 seeds
-// (the budget is an expectation over item sets), so there are enough users
-// for >= 20,000 items (>= ~600 blocks) in all. Probes: 2,000 expected hits
-// at the budget, so probe noise is 2.2% (sd); fp_budget_test.cc derives the
-// 1.2 and tests full segments, slices and the window one by one.
-class VolumeTest : public testing::TestWithParam<int> {
- protected:
-  static constexpr double kExpectedHitsAtBudget = 2000;
-  static constexpr double kBudgetFactor = 1.2;
-
-  size_t Users() const { return std::max(1, 20000 / GetParam()); }
-
-  // Records GetParam() items for each of Users() users with `record`, then
-  // checks the three properties above at kNow.
-  template <typename Record>
-  void CheckUsers(uint64_t seed, Record&& record) {
-    const FilterPolicy p = DefaultPolicy();
-    std::mt19937_64 rng(seed);
-    std::vector<UserFilter> users(Users());
-    double assigned_sum = 0;
-    for (UserFilter& f : users) {
-      const std::vector<uint64_t> items = Hashes(rng, GetParam(), false);
-      record(p, f, items);
-      ASSERT_NO_FATAL_FAILURE(ExpectAllContained(f, p, kNow, items));
-      const double assigned = AssignedFpBudget(f, p, kNow);
-      EXPECT_LE(f.Stats(p, kNow).estimated_fp_rate, assigned * (1 + 1e-9))
-          << "the filter's own estimate (bloom_math.h, at its counts) exceeds "
-             "the FP budget the code assigned it: segments are sized or "
-             "filled beyond their level budgets (filter_policy.h)";
-      assigned_sum += assigned;
-    }
-    const size_t probes_per_user =
-        static_cast<size_t>(std::ceil(kExpectedHitsAtBudget / assigned_sum));
-    uint64_t hits = 0;
-    for (const UserFilter& f : users) {
-      hits += ClaimedFreshProbes(f, p, kNow, rng, probes_per_user);
-    }
-    const double at_budget = probes_per_user * assigned_sum;
-    EXPECT_LE(hits, kBudgetFactor * at_budget) << absl::StrFormat(
-        "%d users of %d items: %d of %d never-recorded probes claimed, "
-        "%.3fx the %.0f their assigned FP budgets allow: filters exceed the "
-        "FP budget the code assigned them (filter_policy.h, \"FP budget\")",
-        users.size(), GetParam(), hits, probes_per_user * users.size(),
-        hits / at_budget, at_budget);
-  }
-};
-
-TEST_P(VolumeTest, NoFalseNegativesAndFpWithinBudgetAtOnce) {
-  CheckUsers(GetParam(), [](const FilterPolicy& p, UserFilter& f,
-                            const std::vector<uint64_t>& items) {
-    f.Record(p, items, kNow);
-  });
-}
-
-TEST_P(VolumeTest, NoFalseNegativesAndFpWithinBudgetOneByOne) {
-  // One item per call: every growth step of the slice is exercised.
-  CheckUsers(GetParam() + 1, [](const FilterPolicy& p, UserFilter& f,
-                                const std::vector<uint64_t>& items) {
-    for (uint64_t h : items) f.Record(p, {&h, 1}, kNow);
-  });
-}
-
-TEST_P(VolumeTest, NoFalseNegativesAndFpWithinBudgetSpreadOverTheWindow) {
-  // The same volume spread over every live slice of the 30-day window.
-  CheckUsers(GetParam() + 2, [](const FilterPolicy& p, UserFilter& f,
-                                const std::vector<uint64_t>& items) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      const int64_t t = kNow - static_cast<int64_t>(i % 30) * kDay;
-      f.Record(p, {&items[i], 1}, t);
-    }
-    EXPECT_LE(f.Stats(p, kNow).slices,
-              static_cast<uint32_t>(p.max_live_slices()));
-  });
-}
-
-INSTANTIATE_TEST_SUITE_P(Volumes, VolumeTest,
-                         testing::Values(1, 10, 100, 1000, 2000, 10000, 50000));
-
-TEST(UserFilterTest, SmallUsersCostOneBlock) {
+TEST(UserFilterTest, EveryPatternHasNoFalseNegativesAndBoundedF) {
   const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(7);
-  UserFilter f;
-  f.Record(p, Hashes(rng, 10, false), kNow);
-  const UserFilterStats st = f.Stats(p, kNow);
-  EXPECT_EQ(st.segments, 1u);
-  EXPECT_EQ(st.slice_stats[0].bytes, 64u);
-  // A 2,000-item filter at the same budget is ~50x larger.
-  UserFilter big;
-  big.Record(p, Hashes(rng, 2000, false), kNow);
-  EXPECT_GT(big.MemoryBytes(), 20 * f.MemoryBytes() / 2);
+  for (Pattern pattern : kAllPatterns) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      std::mt19937_64 rng(seed * 31 + static_cast<int>(pattern));
+      UserFilter f("k");
+      ASSERT_NO_FATAL_FAILURE(ReplayChecked(f, p, Writes(pattern, rng), kNow,
+                                            50, PatternName(pattern)));
+    }
+  }
 }
 
-TEST(UserFilterTest, SteadyUserGetsOneSegmentPerSlice) {
-  // A user shown 300 items every 5 days: after the first slice, each new slice
-  // is sized from the previous one and never needs to grow.
+// A user growing from 1 to 50,000 items at 20 per call over 29 days, and
+// one growing in a single slice: the budget halves per new run, so F never
+// passes delta however long the ladder.
+TEST(UserFilterTest, GrowthTo50000KeepsTheBound) {
   const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(8);
-  UserFilter f;
-  int64_t t = kNow - 29 * kDay;
-  for (int slice = 0; slice < 6; ++slice, t += 5 * kDay) {
-    f.Record(p, Hashes(rng, 300, false), t);
-  }
-  const UserFilterStats st = f.Stats(p, t);
-  for (size_t i = 1; i < st.slice_stats.size(); ++i) {
-    EXPECT_EQ(st.slice_stats[i].segments, 1u) << "slice " << i;
+  for (bool spread : {false, true}) {
+    std::mt19937_64 rng(spread ? 5 : 6);
+    std::vector<Write> writes;
+    for (int c = 0; c < 2500; ++c) {
+      const int64_t t = spread ? kNow - 29 * kDay + 29 * kDay * c / 2500 : kNow;
+      writes.push_back({Hashes(rng, 20, false), t});
+    }
+    UserFilter f("k");
+    ASSERT_NO_FATAL_FAILURE(ReplayChecked(f, p, writes, kNow, 500,
+                                          spread ? "spread" : "one slice"));
+    EXPECT_GE(f.Stats(p, kNow).items, 49'000u);
   }
 }
 
-TEST(UserFilterTest, RecordingTwiceChangesNothing) {
+// One item per call, each at its own random time in the window: every call
+// may land in an old, sealed slice.
+TEST(UserFilterTest, SingleLateItemsKeepTheBound) {
+  const FilterPolicy p = DefaultPolicy();
+  std::mt19937_64 rng(11);
+  std::vector<Write> writes;
+  for (int c = 0; c < 3000; ++c) {
+    writes.push_back({Hashes(rng, 1, false),
+                      kNow - static_cast<int64_t>(
+                                 rng() % static_cast<uint64_t>(29 * kDay))});
+  }
+  UserFilter f("k");
+  ASSERT_NO_FATAL_FAILURE(ReplayChecked(f, p, writes, kNow, 300, "late"));
+}
+
+TEST(UserFilterTest, RecordCountsOnlyItemsTheSliceDidNotClaim) {
   const FilterPolicy p = DefaultPolicy();
   std::mt19937_64 rng(9);
   const std::vector<uint64_t> items = Hashes(rng, 500, false);
-  UserFilter f;
-  // An item the filling slice already claims by a false positive (rate
-  // <= delta_s, ~0.3 expected among 500) is not counted as new.
+  UserFilter f("k");
   const uint64_t first = f.Record(p, items, kNow);
+  // Distinct fingerprints at 2^17+ precision: a collision among 500 is
+  // possible but rare.
   EXPECT_LE(first, 500u);
-  EXPECT_GE(first, 497u);
-  const size_t bytes = f.MemoryBytes();
-  const uint64_t count = f.Stats(p, kNow).items;
+  EXPECT_GE(first, 498u);
+  const uint64_t items_before = f.Stats(p, kNow).items;
   EXPECT_EQ(f.Record(p, items, kNow), 0u);
-  EXPECT_EQ(f.MemoryBytes(), bytes);
-  EXPECT_EQ(f.Stats(p, kNow).items, count);
+  EXPECT_EQ(f.Stats(p, kNow).items, items_before);
+  // Duplicates inside one batch count once.
+  std::vector<uint64_t> twice = Hashes(rng, 10, false);
+  twice.insert(twice.end(), twice.begin(), twice.end());
+  EXPECT_EQ(f.Record(p, twice, kNow), 10u);
 }
 
-TEST(UserFilterTest, AgingDropsExactlyTheSlicesPastTheWindow) {
+// Aging: writes over 60 days with the clock moving; after each day's
+// DropExpired every item whose event is inside the retention is claimed,
+// and no slice older than retention + span survives.
+TEST(UserFilterTest, AgingKeepsTheWindowAndDropsTheRest) {
   const FilterPolicy p = DefaultPolicy();
-  const uint64_t old_item = HashItemId(1), new_item = HashItemId(2);
-  UserFilter f;
-  f.Record(p, {&old_item, 1}, kNow);
-  f.Record(p, {&new_item, 1}, kNow + 10 * kDay);
-  const int64_t old_slice_end = p.SliceEndMs(p.SliceIndexOf(kNow));
-  // Remembered for at least the retention window...
-  const int64_t last_live = old_slice_end + p.retention_ms() - 1;
-  EXPECT_GE(last_live, kNow + p.retention_ms() - 1);
-  EXPECT_TRUE(f.MayContain(p, last_live, old_item));
-  EXPECT_EQ(f.DropExpired(p, last_live), 0);
-  // ...and forgotten exactly when its slice ends + retention.
-  const int64_t expiry = old_slice_end + p.retention_ms();
-  EXPECT_LE(expiry, kNow + p.retention_ms() + p.slice_span_ms());
-  EXPECT_FALSE(f.MayContain(p, expiry, old_item));
-  EXPECT_TRUE(f.MayContain(p, expiry, new_item));
-  EXPECT_EQ(f.DropExpired(p, expiry), 1);
-  EXPECT_EQ(f.slices().size(), 1u);
-  EXPECT_TRUE(f.MayContain(p, expiry, new_item));
-  EXPECT_TRUE(f.HasLiveSlices(p, expiry));
-  const int64_t all_gone =
-      p.SliceEndMs(p.SliceIndexOf(kNow + 10 * kDay)) + p.retention_ms();
-  EXPECT_FALSE(f.HasLiveSlices(p, all_gone));
-  EXPECT_EQ(f.DropExpired(p, all_gone), 1);
-  EXPECT_TRUE(f.slices().empty());
+  std::mt19937_64 rng(21);
+  UserFilter f("k");
+  std::vector<std::pair<int64_t, std::vector<uint64_t>>> history;
+  const int64_t start = kNow - 60 * kDay;
+  for (int day = 0; day < 60; ++day) {
+    const int64_t now = start + day * kDay;
+    f.DropExpired(p, now);
+    for (int call = 0; call < 5; ++call) {
+      std::vector<uint64_t> h = Hashes(rng, 20, false);
+      const int64_t t = now - static_cast<int64_t>(rng() % (3 * kDay));
+      f.Record(p, h, t);
+      history.emplace_back(t, std::move(h));
+    }
+    ASSERT_LE(Bound(f, p, now), p.fp_rate() * (1 + kSlack)) << "day " << day;
+    std::vector<uint64_t> inside;
+    for (const auto& [t, h] : history) {
+      if (!p.EventExpired(t, now))
+        inside.insert(inside.end(), h.begin(), h.end());
+    }
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectNoFalseNegatives(f, p, now, inside, absl::StrCat("day ", day)));
+    for (const SlicePart& s : f.ToParts().slices) {
+      ASSERT_TRUE(p.SliceLive(s.index, now)) << "dead slice kept, day " << day;
+      // Remembered at most retention + span: a live slice ends after
+      // now - retention, so it started after now - retention - span.
+      ASSERT_GT(p.SliceStartMs(s.index),
+                now - p.retention_ms() - p.slice_span_ms());
+    }
+  }
+  // The whole history ages out.
+  const int64_t later =
+      start + 60 * kDay + p.retention_ms() + p.slice_span_ms();
+  EXPECT_GT(f.DropExpired(p, later), 0);
+  EXPECT_TRUE(f.empty());
+  EXPECT_FALSE(f.HasLiveSlices(p, later));
 }
 
-TEST(UserFilterTest, LateEventsLandInTheSliceOfTheirTime) {
+// A user loaded with format-1 Bloom slices keeps them read-only; new writes
+// go to runs whose budget is delta minus the legacy slices' rate.
+TEST(UserFilterTest, LegacyBloomSlicesStayAndRunsShareTheBudget) {
   const FilterPolicy p = DefaultPolicy();
-  const uint64_t late = HashItemId(3);
-  UserFilter f;
-  const uint64_t now_item = HashItemId(4);
-  f.Record(p, {&now_item, 1}, kNow);
-  f.Record(p, {&late, 1}, kNow - 20 * kDay);
-  ASSERT_EQ(f.slices().size(), 2u);
-  EXPECT_LT(f.slices()[0].index, f.slices()[1].index);  // kept sorted
-  // The late item ages out with its own slice, before the newer one.
-  const int64_t late_expiry =
-      p.SliceEndMs(p.SliceIndexOf(kNow - 20 * kDay)) + p.retention_ms();
-  EXPECT_TRUE(f.MayContain(p, late_expiry - 1, late));
-  EXPECT_FALSE(f.MayContain(p, late_expiry, late));
-  EXPECT_TRUE(f.MayContain(p, late_expiry, now_item));
+  std::mt19937_64 rng(33);
+  BloomSlices old;
+  std::vector<uint64_t> old_items;
+  for (int d = 25; d >= 0; d -= 5) {
+    std::vector<uint64_t> h = Hashes(rng, 300, false);
+    old.Record(p, h, kNow - d * kDay);
+    old_items.insert(old_items.end(), h.begin(), h.end());
+  }
+  absl::StatusOr<UserFilter> f = UserFilter::FromParts(p, old.ToParts(), "k");
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_NE(f->legacy(), nullptr);
+  const size_t legacy_bytes = f->legacy()->MemoryBytes();
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectNoFalseNegatives(*f, p, kNow, old_items, "loaded"));
+  // 2,000 new items, 20 per call, into the current (legacy) slice and older.
+  std::vector<Write> writes;
+  for (int c = 0; c < 100; ++c) {
+    writes.push_back({Hashes(rng, 20, false), kNow - (c % 3) * 5 * kDay});
+  }
+  ASSERT_NO_FATAL_FAILURE(ReplayChecked(*f, p, writes, kNow, 25, "mixed"));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectNoFalseNegatives(*f, p, kNow, old_items, "old"));
+  // The legacy slices were not written to.
+  EXPECT_EQ(f->legacy()->MemoryBytes(), legacy_bytes);
+  // A slice holding both kinds appears once in the parts, with both.
+  bool mixed = false;
+  for (const SlicePart& s : f->ToParts().slices) {
+    mixed |= !s.bloom_segments.empty() && !s.runs.empty();
+  }
+  EXPECT_TRUE(mixed);
+  // Once the legacy slices age out, the legacy part is gone.
+  const int64_t later = kNow + 40 * kDay;
+  f->DropExpired(p, later);
+  EXPECT_EQ(f->legacy(), nullptr);
 }
 
-TEST(UserFilterTest, EstimatedFpTracksMeasured) {
+// Measured FP over 20,000 never-recorded candidates per user, pooled over
+// the patterns: within the users' mean bound F (<= delta) plus 4 standard
+// deviations of the binomial count.
+TEST(UserFilterTest, MeasuredFpIsWithinTheBound) {
   const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(11);
-  UserFilter f;
-  f.Record(p, Hashes(rng, 5000, false), kNow);
-  const double est = f.Stats(p, kNow).estimated_fp_rate;
-  const double measured = MeasuredFpRate(f, p, kNow, rng, 400000);
-  EXPECT_GT(est, 0);
-  EXPECT_LT(measured, 2.5 * est);
-  EXPECT_GT(measured, est / 2.5);
+  std::mt19937_64 fresh_rng(99);
+  const std::vector<uint64_t> fresh = Hashes(fresh_rng, 20'000, true);
+  for (Pattern pattern : kAllPatterns) {
+    double claimed = 0, bound = 0;
+    const int users = 10;
+    for (int u = 0; u < users; ++u) {
+      std::mt19937_64 rng(500 + u);
+      UserFilter f("k");
+      for (const Write& w : Writes(pattern, rng)) {
+        f.Record(p, w.hashes, w.event_ms);
+      }
+      claimed += static_cast<double>(ClaimedFresh(f, p, kNow, fresh));
+      bound += Bound(f, p, kNow);
+    }
+    const double probes = 20'000.0 * users;
+    const double rate = claimed / probes;
+    const double mean_bound = bound / users;
+    const double sd = std::sqrt(mean_bound * (1 - mean_bound) / probes);
+    EXPECT_LE(mean_bound, p.fp_rate());
+    EXPECT_LE(rate, mean_bound + 4 * sd + 1.0 / probes)
+        << PatternName(pattern) << ": measured " << rate << " bound "
+        << mean_bound;
+  }
 }
 
-TEST(UserFilterTest, StatsDescribeTheLiveSlices) {
+TEST(UserFilterTest, StatsDescribeTheLiveRuns) {
   const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(12);
-  UserFilter f;
+  std::mt19937_64 rng(3);
+  UserFilter f("owner");
   f.Record(p, Hashes(rng, 100, false), kNow - 12 * kDay);
   f.Record(p, Hashes(rng, 50, false), kNow);
   const UserFilterStats st = f.Stats(p, kNow);
   EXPECT_EQ(st.slices, 2u);
   EXPECT_EQ(st.items, 150u);
+  EXPECT_EQ(st.slice_stats.size(), 2u);
+  EXPECT_EQ(st.bytes, f.MemoryBytes());
+  EXPECT_GT(st.estimated_fp_rate, 0);
+  EXPECT_LE(st.estimated_fp_rate, p.fp_rate());
   EXPECT_EQ(st.oldest_exposure_ms, kNow - 12 * kDay);
   EXPECT_EQ(st.newest_exposure_ms, kNow);
-  EXPECT_EQ(st.expires_at_ms,
-            p.SliceEndMs(p.SliceIndexOf(kNow - 12 * kDay)) + p.retention_ms());
-  EXPECT_EQ(st.bytes, f.MemoryBytes());
-  EXPECT_GE(st.slice_stats[0].capacity, 100u);
+  std::vector<int64_t> claiming;
+  const std::vector<uint64_t> one = Hashes(rng, 1, false);
+  f.Record(p, one, kNow - 12 * kDay);
+  f.ClaimingSlices(p, kNow, one[0], &claiming);
+  ASSERT_FALSE(claiming.empty());
+  EXPECT_EQ(claiming.front(), p.SliceIndexOf(kNow - 12 * kDay));
 }
 
-// --- The one-allocation layout (user_filter.h, "Memory layout") ----------
-
-TEST(UserFilterLayoutTest, ATinyUserIsOneBlockPlusPackedTables) {
-  const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(13);
-  const absl::string_view key("\x01\x00user-12345", 12);  // as the store's
-  UserFilter f(key);
-  EXPECT_EQ(f.slices().size(), 0u);
-  f.Record(p, Hashes(rng, 20, false), kNow);
-  ASSERT_EQ(f.slices().size(), 1u);
-  ASSERT_EQ(f.slices()[0].segments.size(), 1u);
-  EXPECT_EQ(f.slices()[0].segments[0].num_blocks(), 1u);
-  // 64 B of bits, 16 B header, 24 B slice, 16 B segment, 12 B key.
-  EXPECT_EQ(f.MemoryBytes(), 64u + 16 + 24 + 16 + 12);
+TEST(UserFilterLayoutTest, OnePointerAndKeyAndLastActiveSurviveRebuilds) {
   EXPECT_EQ(sizeof(UserFilter), sizeof(void*));
-  EXPECT_EQ(f.key(), key);
-}
-
-TEST(UserFilterLayoutTest, BytesAreExactlyBlocksTablesAndKey) {
   const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(14);
-  UserFilter f("owner");
-  // Several slices, one of them grown to several segments.
-  f.Record(p, Hashes(rng, 300, false), kNow - 21 * kDay);
-  for (uint64_t h : Hashes(rng, 3000, false))
-    f.Record(p, {&h, 1}, kNow - 11 * kDay);
-  f.Record(p, Hashes(rng, 40, false), kNow);
-  size_t blocks = 0, segments = 0;
-  for (const UserFilter::Slice& s : f.slices()) {
-    for (const UserFilter::Segment& seg : s.segments) {
-      blocks += seg.num_blocks();
-      ++segments;
-    }
-  }
-  ASSERT_GT(segments, f.slices().size());
-  EXPECT_EQ(f.MemoryBytes(),
-            blocks * 64 + 16 + f.slices().size() * 24 + segments * 16 + 5);
-  EXPECT_EQ(f.key(), "owner");
-}
-
-TEST(UserFilterLayoutTest, BlocksOfMultiBlockFiltersAreCacheLineAligned) {
-  const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(15);
-  UserFilter f("k");
-  f.Record(p, Hashes(rng, 2000, false), kNow - 6 * kDay);
-  for (uint64_t h : Hashes(rng, 500, false)) f.Record(p, {&h, 1}, kNow);
-  for (const UserFilter::Slice& s : f.slices()) {
-    for (const UserFilter::Segment& seg : s.segments) {
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(seg.words()) % 64, 0u);
-    }
-  }
-}
-
-TEST(UserFilterLayoutTest, KeyAndLastActiveSurviveEveryRebuild) {
-  const FilterPolicy p = DefaultPolicy();
-  std::mt19937_64 rng(16);
+  std::mt19937_64 rng(4);
   UserFilter f("alice");
-  f.Touch(kNow);
-  f.Touch(kNow - 5);  // never moves back
-  std::vector<uint64_t> all;
-  for (int day : {25, 12, 0}) {
-    const std::vector<uint64_t> items = Hashes(rng, 200, false);
-    for (uint64_t h : items) f.Record(p, {&h, 1}, kNow - day * kDay);
-    all.insert(all.end(), items.begin(), items.end());
-    EXPECT_EQ(f.key(), "alice");
-    EXPECT_EQ(f.last_active_ms(), kNow);
+  f.Touch(1234);
+  for (int i = 0; i < 30; ++i) {
+    f.Record(p, Hashes(rng, 20, false), kNow - (i % 6) * 5 * kDay);
   }
-  ExpectAllContained(f, p, kNow, all);
+  EXPECT_EQ(f.key(), "alice");
+  EXPECT_EQ(f.last_active_ms(), 1234);
   f.SetKey("bob");
   EXPECT_EQ(f.key(), "bob");
-  EXPECT_EQ(f.last_active_ms(), kNow);
-  ExpectAllContained(f, p, kNow, all);
-  EXPECT_EQ(f.DropExpired(p, kNow + 40 * kDay), 3);
-  EXPECT_TRUE(f.slices().empty());
-  EXPECT_EQ(f.key(), "bob");
-  EXPECT_EQ(f.MemoryBytes(), 16u + 3);
-}
-
-TEST(UserFilterLayoutTest, KeysOf64KiBAndMoreKeepTheirLength) {
-  const FilterPolicy p = DefaultPolicy();
-  for (size_t len : {65534u, 65535u, 70000u}) {
-    const std::string key(len, 'x');
-    UserFilter f(key);
-    const uint64_t h = HashItemId(1);
-    f.Record(p, {&h, 1}, kNow);
-    EXPECT_EQ(f.key(), key) << len;
-    EXPECT_TRUE(f.MayContain(p, kNow, h));
-  }
-}
-
-TEST(UserFilterLayoutTest, AppendSliceRejectsWhatThePackedTablesCannotHold) {
-  UserFilter f;
-  EXPECT_FALSE(f.AppendSlice({}));  // a slice without a segment
-  EXPECT_TRUE(f.slices().empty());
-  // 31 slices of 8 segments: 248 of the 255 segments the table holds.
-  for (int i = 0; i < 31; ++i) {
-    UserFilter::SliceData s;
-    s.index = i;
-    for (int j = 0; j < FilterPolicy::kMaxSegmentsPerSlice; ++j) {
-      s.segments.emplace_back(1, 4, 10);
-    }
-    ASSERT_TRUE(f.AppendSlice(std::move(s))) << i;
-  }
-  UserFilter::SliceData more;
-  more.index = 31;
-  for (int j = 0; j < FilterPolicy::kMaxSegmentsPerSlice; ++j) {
-    more.segments.emplace_back(1, 4, 10);
-  }
-  EXPECT_FALSE(f.AppendSlice(std::move(more)));
-  EXPECT_EQ(f.slices().size(), 31u);
-  EXPECT_EQ(f.slices().back().segments.size(), 8u);
-}
-
-TEST(UserFilterLayoutTest, MovesTransferTheAllocation) {
-  const FilterPolicy p = DefaultPolicy();
-  const uint64_t h = HashItemId(7);
-  UserFilter a("a");
-  a.Record(p, {&h, 1}, kNow);
-  const size_t bytes = a.MemoryBytes();
-  UserFilter b(std::move(a));
-  EXPECT_EQ(a.MemoryBytes(), 0u);  // NOLINT(bugprone-use-after-move)
-  EXPECT_TRUE(b.MayContain(p, kNow, h));
-  EXPECT_EQ(b.MemoryBytes(), bytes);
-  UserFilter c("c");
-  c = std::move(b);
-  EXPECT_EQ(c.key(), "a");
-  EXPECT_TRUE(c.MayContain(p, kNow, h));
+  EXPECT_EQ(f.last_active_ms(), 1234);
+  const std::string long_key(70'000, 'x');
+  f.SetKey(long_key);
+  EXPECT_EQ(f.key(), long_key);
+  UserFilter g(std::move(f));
+  EXPECT_EQ(g.key(), long_key);
+  EXPECT_EQ(f.MemoryBytes(), 0u);  // NOLINT: moved-from is empty
 }
 
 }  // namespace
-}  // namespace exposure_filter
+}  // namespace exposure_filter::testing

@@ -1,0 +1,78 @@
+#include "src/filter/run_sizing.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace exposure_filter {
+
+double RunSizing::Budget(double delta, double legacy_fp) {
+  return std::max(delta - legacy_fp, delta / 8);
+}
+
+double RunSizing::AdmissionBudget(double delta, double legacy_fp) {
+  return Budget(delta, legacy_fp) * (1 - kOverflowReserve);
+}
+
+OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
+                                   uint64_t slice_items_after,
+                                   uint64_t items_after, int window_slices,
+                                   bool first_run) {
+  OpenRunShape shape;
+  // Half of what is left: after j new runs without sealing, F <= budget *
+  // (1 - 2^-j) < budget.
+  const double cap = (budget - fp_now) / 2;
+  // Room for 2 n_expected at share cap: 2^b >= 2 n_expected / cap.
+  const double expected =
+      std::max(static_cast<double>(slice_items_after),
+               static_cast<double>(items_after) / std::max(1, window_slices));
+  const int b_first = std::max(
+      1, static_cast<int>(std::ceil(std::log2(2 * kFirstRunItems / budget))));
+  int b = first_run ? b_first : b_first + kGrowthExtraBits;
+  if (cap > 0) {
+    const double need = std::log2(2.0 * expected / cap);
+    if (need > b) b = static_cast<int>(std::ceil(need));
+  } else {
+    b = kMaxPrecision;
+  }
+  b = std::min(b, kMaxPrecision);
+  shape.precision = b;
+  shape.universe = uint64_t{1} << b;
+  const double capacity = cap > 0 ? std::floor(cap * shape.universe) : 0;
+  shape.capacity = static_cast<uint32_t>(
+      std::min<double>(capacity, static_cast<double>(UINT32_MAX)));
+  return shape;
+}
+
+uint64_t RunSizing::SealedUniverse(double budget, double fp_others,
+                                   uint64_t slice_items, uint64_t live_items,
+                                   int window_slices, int b_low) {
+  const double n_s = static_cast<double>(slice_items);
+  const double n_ref =
+      std::max(static_cast<double>(live_items), window_slices * n_s);
+  const double left = budget - fp_others;
+  if (left <= 0) return 0;
+  // Proportional share n_s / N_ref of the budget; never below the floor,
+  // and never so small that the slice alone takes more than half of what
+  // is left (then a later run still has room).
+  double u = std::max(
+      {n_ref / budget, std::ldexp(1.0, kSealFloorLog2), n_s / (left / 2)});
+  u = std::ceil(u);
+  const double u_max = std::ldexp(1.0, b_low);
+  if (u > u_max) u = u_max;
+  if (u < 2) u = 2;
+  if (fp_others + n_s / u > budget) return 0;
+  return static_cast<uint64_t>(u);
+}
+
+bool RunSizing::JoinsSealed(double budget, double fp_now, uint64_t u,
+                            uint64_t run_items, uint64_t incoming,
+                            uint64_t live_items_after, int window_slices) {
+  const double n_s = static_cast<double>(run_items + incoming);
+  const double n_ref =
+      std::max(static_cast<double>(live_items_after), window_slices * n_s);
+  return static_cast<double>(u) >= n_ref / budget &&
+         fp_now + static_cast<double>(incoming) / static_cast<double>(u) <=
+             budget;
+}
+
+}  // namespace exposure_filter

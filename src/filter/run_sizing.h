@@ -1,0 +1,114 @@
+// RunSizing: how format-2 fingerprint runs are sized (docs/format2-design.md,
+// "Sizing policy"; bench/format2_model.py is the same policy as a model).
+//
+// The invariant. A never-recorded item is claimed by run r with probability
+// n_r / U_r (its fingerprint is uniform on [0, U_r)), so by the union bound a
+// user's false-positive rate is at most
+//     F = sum over live runs of n_r / U_r  (+ the legacy Bloom slices' rate).
+// Every write keeps F <= budget = delta - legacy: merges and new runs are
+// admitted only if F after them stays within it.
+//
+// The online problem: a slice's final count is unknown while it fills, and a
+// run's precision can be lowered later (re-mapped to a smaller universe) but
+// never raised. So:
+//  * Open runs are prefix runs (U = 2^b, the top b bits of the item hash)
+//    holding spare precision: a new one gets a share cap = (budget - F) / 2,
+//    half of what is left, so however often a user outgrows its runs F stays
+//    below the budget (the shares form a geometric series); its precision is
+//      b = max(b_min, ceil(log2(2 * n_expected / cap))),
+//      n_expected = max(n_s, N_after / L)
+//    so it has room for capacity = cap * 2^b >= 2 n_expected items: twice
+//    what the slice holds after the write, or twice a slice's share of the
+//    user if the user's rate continues (L = retention / span slices per
+//    window). A slice that outgrows it opens the next run.
+//  * A quiet slice (not the newest, no write for kQuietWrites of the user's
+//    writes) is sealed: its prefix runs are re-encoded as one run at
+//      U_s = min(2^b_low, max(N_ref / budget, 2^kSealFloorLog2))
+//    with N_ref = max(N_live, L * n_s), L = retention / span: the slice gets
+//    its share in proportion to its count n_s / N_ref, assuming the user's
+//    rate continues for the window (the Lagrange optimum gives every item
+//    of the user the same universe N / delta: eq. 3 of the design).
+//  * Late items for a sealed slice join its run while U_s >= N_ref / budget
+//    still holds for the grown slice (its share stays proportional);
+//    otherwise they open a prefix run of that slice.
+#ifndef EXPOSURE_FILTER_SRC_FILTER_RUN_SIZING_H_
+#define EXPOSURE_FILTER_SRC_FILTER_RUN_SIZING_H_
+
+#include <cstdint>
+
+namespace exposure_filter {
+
+struct OpenRunShape {
+  int precision = 0;      // b; the run's universe is 2^b
+  uint64_t universe = 0;  // 2^b
+  uint32_t capacity = 0;  // distinct fingerprints it may hold
+};
+
+class RunSizing {
+ public:
+  // Least capacity of a user's first run: b >= log2(2 * 640 / budget), 17
+  // bits at delta = 1%, so it holds up to delta/2 * 2^17 = 655 items before a
+  // second run opens, and 20 items cost 20 * (log2(2^17 / 20) + 1.5) = 284
+  // bits: the light user stays under 100 bytes all-in
+  // (tests/filter/format2_memory_test). In items, not bits, so a surface
+  // with a large delta does not pay 17 bits.
+  static constexpr double kFirstRunItems = 640;
+  // Every later run gets 2 more bits (19 at 1%: 2^19 >= N / delta for N <=
+  // 5,242 items): a user that writes again may grow, and a slice sealed
+  // later can only be re-mapped to U <= 2^b_low, so its first items keep
+  // room for a proportional share (a backfill seals slices early, when
+  // their first run is all they hold).
+  static constexpr int kGrowthExtraBits = 2;
+  // Least universe of a sealed run (2^17): a small slice keeps enough
+  // precision that late items can still join it.
+  static constexpr int kSealFloorLog2 = 17;
+  // A slice with no write for this many of the user's writes is quiet. A
+  // backfill writes to every slice in turn, so its slices stay open until it
+  // ends; an in-order stream leaves the old slice behind.
+  static constexpr int kQuietWrites = 8;
+  static constexpr int kMaxPrecision = 32;
+  // Fraction of the budget that no admission (join, new run, seal) may use:
+  // when the shares are exhausted even at b = 32, the run that must still
+  // take a write (no false negatives) spends from it, 2^-32 per item: ~43,000
+  // such items at delta = 1% before F could pass the budget.
+  static constexpr double kOverflowReserve = 1.0 / 1024;
+
+  // The FP budget left for runs beside legacy Bloom slices of rate
+  // `legacy_fp`. If the legacy slices took (nearly) all of delta, runs
+  // still get delta / 8: new writes must be recorded (no false negatives),
+  // and the legacy slices age out within the window.
+  static double Budget(double delta, double legacy_fp);
+  // Budget minus the overflow reserve: what joins, new runs and seals may
+  // fill (the `budget` argument of the functions below).
+  static double AdmissionBudget(double delta, double legacy_fp);
+
+  // Shape of a new open run for a user whose runs sum to `fp_now` and who
+  // will hold `items_after` items with the write, `slice_items_after` of
+  // them in the run's slice. capacity >= the write's items unless even
+  // b = 32 cannot give it (budget exhausted: the caller then lets the run
+  // exceed its share, see UserFilter::Record).
+  // `first_run`: the user holds no run yet (kFirstRunItems applies, else
+  // kGrowthExtraBits more).
+  static OpenRunShape NewOpenRun(double budget, double fp_now,
+                                 uint64_t slice_items_after,
+                                 uint64_t items_after, int window_slices,
+                                 bool first_run);
+
+  // Universe to seal a slice of `slice_items` items (precision b_low at
+  // least, all its runs) into, or 0 if no universe <= 2^b_low keeps F within
+  // the budget. `fp_others`: F of every other run.
+  static uint64_t SealedUniverse(double budget, double fp_others,
+                                 uint64_t slice_items, uint64_t live_items,
+                                 int window_slices, int b_low);
+
+  // Whether `incoming` late items may join a sealed run of universe `u`
+  // holding `run_items` (F = `fp_now` before): the slice keeps its
+  // proportional share and F stays within the budget.
+  static bool JoinsSealed(double budget, double fp_now, uint64_t u,
+                          uint64_t run_items, uint64_t incoming,
+                          uint64_t live_items_after, int window_slices);
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_FILTER_RUN_SIZING_H_
