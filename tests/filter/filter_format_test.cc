@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "exposure_filter/filter_view.h"
 #include "exposure_filter/item_hash.h"
+#include "src/filter/bloom_slices.h"
 #include "src/filter/filter_encoder.h"
 #include "src/filter/filter_parts.h"
 #include "src/filter/fingerprint_run.h"
@@ -37,8 +38,12 @@ void Reseal(std::string* bytes) {
   }
 }
 
-UserFilter SampleFilter(const FilterPolicy& p) {
-  UserFilter f;
+// Records the sample history (300 ids 10 days ago, 100 ids and a key now)
+// into `f`: the server's UserFilter (runs) or the previous release's Bloom
+// filter BloomSlices (legacy segments), which take the same calls.
+template <typename Filter>
+Filter Sample(const FilterPolicy& p) {
+  Filter f;
   std::vector<uint64_t> a, b;
   for (uint64_t id = 0; id < 300; ++id) a.push_back(HashItemId(id));
   for (uint64_t id = 1000; id < 1100; ++id) b.push_back(HashItemId(id));
@@ -48,13 +53,14 @@ UserFilter SampleFilter(const FilterPolicy& p) {
   f.Record(p, {&key, 1}, kNow);
   return f;
 }
+UserFilter SampleFilter(const FilterPolicy& p) { return Sample<UserFilter>(p); }
 
-// An upgraded user's parts: the Bloom slices SampleFilter recorded (10 days
-// ago and now, as the previous release's filter holds them) plus run slices
+// An upgraded user's parts: the sample recorded by the previous release's
+// Bloom filter (two legacy slices, 10 days ago and now) plus run slices
 // 20 and 5 days ago: sealed runs at non-power-of-two universes, a ladder of
 // two prefix runs.
 FilterParts MixedParts(const FilterPolicy& p) {
-  FilterParts parts = SampleFilter(p).ToParts();
+  FilterParts parts = Sample<BloomSlices>(p).ToParts();
   auto run_slice = [&](int64_t event_ms, uint64_t first_id, int items,
                        std::vector<std::pair<int, uint64_t>> shapes) {
     SlicePart s;
@@ -137,16 +143,25 @@ TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
   EncodeFilter(&f, p, kNow, &bytes);
   absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
   ASSERT_TRUE(v.ok()) << v.status();
+  // The server now writes fingerprint runs only: two slices of runs, no
+  // Bloom segment (those come only from format-1 data, MixedParts below).
   EXPECT_EQ(v->slices().size(), 2u);
-  EXPECT_EQ(v->segments().size(), 2u);
+  EXPECT_EQ(v->segments().size(), 0u);
+  EXPECT_GE(v->runs().size(), 2u);
+  EXPECT_EQ(v->runs().size(),
+            static_cast<size_t>(f.Stats(p, kNow).segments));
   EXPECT_TRUE(v->MayContainKey("video:abc"));
   for (uint64_t id = 0; id < 100000; ++id) {
     ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id))) << id;
   }
-  // Format 2 estimates a Bloom segment from its bits (measured), the server
-  // from its count (expected): close, not equal.
+  // The view estimates each run as n / U; the server's bound F weighs each
+  // fingerprint by the prefixes it covers (UserFilter::RunMeta::weight), so
+  // n / U <= F, equal for prefix runs and within a factor U / 2^b otherwise.
   EXPECT_GT(v->EstimatedFpRate(), 0);
-  EXPECT_LT(v->EstimatedFpRate(), 2 * f.Stats(p, kNow).estimated_fp_rate);
+  EXPECT_LE(v->EstimatedFpRate(),
+            f.Stats(p, kNow).estimated_fp_rate * (1 + 1e-9));
+  EXPECT_GE(v->EstimatedFpRate(), 0.5 * f.Stats(p, kNow).estimated_fp_rate);
+  EXPECT_LE(f.Stats(p, kNow).estimated_fp_rate, p.fp_rate() * (1 + 1e-9));
 }
 
 TEST(FilterFormatTest, RunsAndLegacySegmentsAnswerAsTheParts) {

@@ -13,6 +13,7 @@
 #include "exposure_filter/filter_view.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/bloom_segment.h"
+#include "src/filter/bloom_slices.h"
 #include "src/filter/filter_encoder.h"
 #include "src/filter/filter_parts.h"
 #include "src/filter/filter_policy.h"
@@ -203,11 +204,12 @@ Builder MultiSlice() {
 }
 
 // An upgraded user: slices recorded by the previous release's Bloom filter
-// (UserFilter::Record, taken apart with ToParts), one grown to several
-// segments, and newer slices holding runs.
+// (BloomSlices::Record, the format-1 UserFilter unchanged, taken apart with
+// ToParts), one grown to several segments, and newer slices holding runs.
+// (UserFilter itself now records runs, so it cannot make the legacy part.)
 Builder Mixed() {
   Builder b(DefaultPolicy());
-  UserFilter legacy;
+  BloomSlices legacy;
   const std::vector<uint64_t> old_ids = RandomIds(200, 1500);
   for (size_t i = 0; i < old_ids.size(); ++i) {  // one at a time: grows
     const uint64_t h = HashItemId(old_ids[i]);

@@ -1,7 +1,7 @@
 // Golden test vectors of the portable filter format (docs/filter-format.md).
 //
 // Each vector is a filter in format 2: FilterParts built from the server's
-// own pieces (legacy Bloom slices recorded by UserFilter, fingerprint runs
+// own pieces (legacy Bloom slices recorded by BloomSlices, fingerprint runs
 // built by FingerprintRun), encoded by EncodeFilterParts, plus candidates
 // with the answers the server-side structures give (every live slice's
 // BloomSegment::MayContain and FingerprintRun::Contains; and
