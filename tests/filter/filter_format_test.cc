@@ -148,8 +148,7 @@ TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
   EXPECT_EQ(v->slices().size(), 2u);
   EXPECT_EQ(v->segments().size(), 0u);
   EXPECT_GE(v->runs().size(), 2u);
-  EXPECT_EQ(v->runs().size(),
-            static_cast<size_t>(f.Stats(p, kNow).segments));
+  EXPECT_EQ(v->runs().size(), static_cast<size_t>(f.Stats(p, kNow).segments));
   EXPECT_TRUE(v->MayContainKey("video:abc"));
   for (uint64_t id = 0; id < 100000; ++id) {
     ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id))) << id;
