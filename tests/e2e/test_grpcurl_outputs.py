@@ -20,6 +20,13 @@ Conventions in the documents:
 
   EF_E2E_SERVER=build/src/server/exposure-filter-server EF_REPO=$PWD \\
       /usr/bin/python3 -m unittest -v test_grpcurl_outputs  (from tests/e2e/)
+
+Re-capturing (when the server's answers change on purpose): the same command
+with EF_GRPCURL_RECAPTURE=1 replays every transcript and rewrites each
+output that no longer matches with what the real server printed, keeping
+every shown line that still matches (so its "<...>" placeholders stay);
+review the diff, put a placeholder on any new line that varies between runs,
+and run the test again without the variable.
 """
 
 import glob
@@ -96,6 +103,42 @@ def transcripts(doc):
     return blocks
 
 
+RECAPTURE = os.environ.get("EF_GRPCURL_RECAPTURE") == "1"
+_SHIFT = {}  # doc -> lines added by earlier recaptures (commands run in order)
+
+
+def recapture(cmd, actual):
+    """Replaces `cmd`'s output in its document with `actual`, line by line
+    where the line counts agree (a shown line that still matches is kept,
+    placeholders and all), else wholesale."""
+    shown = cmd.output.split("\n") if cmd.output else []
+    printed = actual.split("\n")
+    if len(shown) == len(printed):
+        printed = [s if matches(s, p) else p for s, p in zip(shown, printed)]
+    path = os.path.join(REPO, cmd.doc)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    # The output starts after the command's own lines (it may continue).
+    at = cmd.line - 1 + _SHIFT.get(cmd.doc, 0)  # index of "$ grpcurl"
+    first = at + 1
+    while not _complete("\n".join(lines[at:first])[2:]):
+        first += 1
+    assert lines[first:first + len(shown)] == shown, cmd.where()
+    lines[first:first + len(shown)] = printed
+    _SHIFT[cmd.doc] = _SHIFT.get(cmd.doc, 0) + len(printed) - len(shown)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    print("recaptured %s" % cmd.where())
+
+
+def _complete(source):
+    try:
+        shlex.split(source.replace("\\\n", " "))
+        return not source.endswith("\\")
+    except ValueError:
+        return False
+
+
 def matches(expected, actual):
     """`actual` equals `expected` with each <placeholder> matching a value."""
     parts = PLACEHOLDER.split(expected)
@@ -139,6 +182,9 @@ class GrpcurlTranscriptTest(unittest.TestCase):
                     if actual is None:
                         self.assertEqual(cmd.output, "",
                                          cmd.where() + ": output not checked")
+                        continue
+                    if RECAPTURE and not matches(cmd.output, actual):
+                        recapture(cmd, actual)
                         continue
                     self.assertTrue(matches(cmd.output, actual),
                                     "%s\n--- shown:\n%s\n--- printed:\n%s"
