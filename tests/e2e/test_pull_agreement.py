@@ -30,6 +30,7 @@ DAY_MS = 24 * 3600 * 1000
 EXPOSURES = [0, 1, 2, 10, 31, 100, 400, 1000, 2500, 5000, 7500, 10000]
 CANDIDATES_PER_USER = 9000
 RECORD_BATCH = 1000
+QUIET_WRITES = 10  # > RunSizing::kQuietWrites (8)
 
 
 def mask_bit(mask, i):
@@ -70,18 +71,37 @@ class PullAgreementTest(unittest.TestCase):
         rng = random.Random(20261123)
         now = int(time.time() * 1000)
         total = agreed = removed = exposed_checked = 0
+        runs = sealed_runs = 0
         for u, n in enumerate(EXPOSURES):
             user = "user-%d" % u
             ids = [rng.getrandbits(64) for _ in range(n - n // 10)]
             keys = ["item:%d:%d" % (u, rng.getrandbits(40))
                     for _ in range(n // 10)]
             self.record(user, ids, keys, rng, now)
+            if n >= 100:
+                # Then QUIET_WRITES one-item writes at "now": the older
+                # slices go quiet and the server seals them (re-codes their
+                # runs at a universe below 2^b, docs/format2-design.md).
+                for _ in range(QUIET_WRITES):
+                    ids.append(rng.getrandbits(64))
+                    self.client.record_exposure(pb.RecordExposureRequest(
+                        surface="homefeed", exposures=[pb.Exposure(
+                            user_id=user, event_time_ms=now,
+                            item_ids=[ids[-1]])]))
 
             resp = self.client.get_filter(pb.GetFilterRequest(
                 surface="homefeed", user_id=user))
             view = FilterView.parse(resp.filter)
             self.assertEqual(view.version, resp.version)
             self.assertEqual(view.format_version, 2)
+            # The server records into fingerprint runs (Bloom segments come
+            # only from a previous release's data dir), so this is the
+            # runs' agreement, sealed (U < 2^b) and open alike.
+            self.assertEqual(view.segments, [], user)
+            self.assertEqual(bool(view.runs), n > 0, user)
+            runs += len(view.runs)
+            sealed_runs += sum(1 for r in view.runs
+                               if r.universe != 1 << r.precision)
 
             # A third already exposed, the rest fresh; ids and keys.
             cand_ids, cand_keys = [], []
@@ -111,9 +131,11 @@ class PullAgreementTest(unittest.TestCase):
             self.assertEqual(server.removed_count,
                              sum(1 for k in local if not k))
         print("\npull agreement: %d/%d candidates agree across %d users "
-              "(%d removed, %d of them exposed)"
-              % (agreed, total, len(EXPOSURES), removed, exposed_checked),
+              "(%d removed, %d of them exposed; %d runs, %d sealed)"
+              % (agreed, total, len(EXPOSURES), removed, exposed_checked,
+                 runs, sealed_runs),
               file=sys.stderr)
+        self.assertGreater(sealed_runs, 0)
         self.assertGreaterEqual(total, 100000)
         self.assertEqual(agreed, total)
         self.assertGreater(exposed_checked, 20000)
