@@ -31,7 +31,7 @@ struct SlicePart {
   int64_t index = 0;  // slice covers [index*span, (index+1)*span)
   int64_t min_event_ms = 0, max_event_ms = 0;
   std::vector<BloomSegment> bloom_segments;  // legacy format-1 slices only
-  std::vector<RunPart> runs;  // format-2 runs
+  std::vector<RunPart> runs;                 // format-2 runs
 };
 
 struct FilterParts {
