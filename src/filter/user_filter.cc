@@ -293,7 +293,8 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
     }
   }
   // The key may live in the old allocation: copy it before freeing that.
-  std::memcpy(base + payload_bytes, key.data(), key.size());
+  // (An empty key's data() may be null, which memcpy must not get: UBSan.)
+  if (!key.empty()) std::memcpy(base + payload_bytes, key.data(), key.size());
   std::memcpy(base + payload_bytes + key.size(), tables.data(), tables.size());
   auto* h = reinterpret_cast<Header*>(base + pre);
   if (long_key) {
