@@ -98,8 +98,7 @@ TEST(Format2MemoryTest, ABackfillKeepsItsSlicesOpenUntilTheWritesMoveOn) {
   std::mt19937_64 rng(5);
   UserFilter f(kKey);
   const int64_t newest = kNow;
-  const int64_t older[] = {kNow - 6 * kDay, kNow - 11 * kDay,
-                           kNow - 16 * kDay};
+  const int64_t older[] = {kNow - 6 * kDay, kNow - 11 * kDay, kNow - 16 * kDay};
   f.Record(policy, Hashes(rng, 20, false), newest);
   // 3 older slices, each left unwritten for 3 * kQuietWrites writes in turn.
   for (int64_t t : older) {
