@@ -60,7 +60,7 @@ class RunSizing {
   static constexpr double kFirstRunItems = 640;
   // Most of the budget the first run may fill: 1/32, 41 items at 2^17 and
   // delta = 1% (a light user's 20 fit). At the half of what is left that
-  // later runs get, the first run took 655 items at 2^-17 each, half of
+  // later runs get, the first run could take 655 items at 2^-17 each, half of
   // delta for 13% of a 5,000-item backfill: the rest exhausted the budget
   // (late runs at b = 25..32, 10.4 KB/user; 6.6 KB with this share).
   static constexpr double kFirstRunShare = 1.0 / 32;
