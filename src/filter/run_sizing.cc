@@ -37,7 +37,14 @@ OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
   b = std::min(b, kMaxPrecision);
   shape.precision = b;
   shape.universe = uint64_t{1} << b;
-  const double capacity = cap > 0 ? std::floor(cap * shape.universe) : 0;
+  // The first run's low precision is for the light user; its items keep a
+  // rate of 2^-b_first once sealed (a sealed run is only re-mapped down),
+  // so it takes at most kFirstRunShare of the budget.
+  double share = cap;
+  if (first_run && b == b_first) {
+    share = std::min(share, budget * kFirstRunShare);
+  }
+  const double capacity = cap > 0 ? std::floor(share * shape.universe) : 0;
   shape.capacity = static_cast<uint32_t>(
       std::min<double>(capacity, static_cast<double>(UINT32_MAX)));
   return shape;

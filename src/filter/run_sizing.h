@@ -21,8 +21,13 @@
 //    what the slice holds after the write, or twice a slice's share of the
 //    user if the user's rate continues (L = retention / span slices per
 //    window). A slice that outgrows it opens the next run.
+//  * The user's first run (b_first, for the light user) fills at most
+//    kFirstRunShare of the budget; later runs have b >= b_first + 2.
 //  * A quiet slice (not the newest, no write for kQuietWrites of the user's
-//    writes) is sealed: its prefix runs are re-encoded as one run at
+//    writes, counted only while the writes stay in the newest slice: a write
+//    behind the newest restarts every slice's count, so a backfill's slices,
+//    written in turn in no order, stay open until it ends) is sealed: its
+//    prefix runs are re-encoded as one run at
 //      U_s = min(2^b_low, max(N_ref / budget, 2^kSealFloorLog2))
 //    with N_ref = max(N_live, L * n_s), L = retention / span: the slice gets
 //    its share in proportion to its count n_s / N_ref, assuming the user's
@@ -53,6 +58,12 @@ class RunSizing {
   // (tests/filter/format2_memory_test). In items, not bits, so a surface
   // with a large delta does not pay 17 bits.
   static constexpr double kFirstRunItems = 640;
+  // Most of the budget the first run may fill: 1/32, 41 items at 2^17 and
+  // delta = 1% (a light user's 20 fit). At the half of what is left that
+  // later runs get, the first run could take 655 items at 2^-17 each, half of
+  // delta for 13% of a 5,000-item backfill: the rest exhausted the budget
+  // (late runs at b = 25..32, 10.4 KB/user; 6.6 KB with this share).
+  static constexpr double kFirstRunShare = 1.0 / 32;
   // Every later run gets 2 more bits (19 at 1%: 2^19 >= N / delta for N <=
   // 5,242 items): a user that writes again may grow, and a slice sealed
   // later can only be re-mapped to U <= 2^b_low, so its first items keep
@@ -62,9 +73,14 @@ class RunSizing {
   // Least universe of a sealed run (2^17): a small slice keeps enough
   // precision that late items can still join it.
   static constexpr int kSealFloorLog2 = 17;
-  // A slice with no write for this many of the user's writes is quiet. A
-  // backfill writes to every slice in turn, so its slices stay open until it
-  // ends; an in-order stream leaves the old slice behind.
+  // A slice with no write for this many of the user's writes is quiet,
+  // counted while the writes stay in the newest slice: an in-order stream
+  // leaves the old slice behind. A write behind the newest slice (a
+  // backfill, a late event) restarts every count (UserFilter::Record): a
+  // backfill writes to its slices in turn and in no order, and at 20 items
+  // per call over ~4.5 slices one of them went 8 writes unwritten often
+  // enough to be sealed early, at a universe <= 2^b_low too small for the
+  // items it still received.
   static constexpr int kQuietWrites = 8;
   static constexpr int kMaxPrecision = 32;
   // Fraction of the budget that no admission (join, new run, seal) may use:

@@ -510,8 +510,19 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
     s.meta.max_event_ms = event_ms;
     plan.insert(plan.begin() + pos, std::move(s));
   }
+  // A slice is quiet once the user's writes have left it behind: a write
+  // into the newest slice ages the older ones, but a write into an older
+  // slice (a backfill, or a late event) shows the user still writes behind
+  // the newest, in no order: every slice's count restarts, since any of them
+  // may be written next (a backfill's slices are written in turn, and one
+  // sealed early at a low universe could not take its later items).
+  const bool behind = pos + 1 < plan.size();
   for (SlicePlan& s : plan) {
-    if (s.meta.quiet < 255) ++s.meta.quiet;
+    if (behind) {
+      s.meta.quiet = 0;
+    } else if (s.meta.quiet < 255) {
+      ++s.meta.quiet;
+    }
   }
   SlicePlan& slice = plan[pos];
   slice.meta.quiet = 0;
