@@ -642,20 +642,22 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
   // orders them by fingerprint for every run (fingerprint_run.h), so each
   // live run is one merge pass.
   SortScratch& scratch = ThreadScratch();
-  scratch.keys.clear();
+  // Sized once, filled without push_back's capacity check per key.
+  if (scratch.keys.size() < hashes.size()) scratch.keys.resize(hashes.size());
+  uint64_t* keys = scratch.keys.data();
+  size_t m = 0;
   for (size_t i = 0; i < hashes.size(); ++i) {
-    if (keep[i]) {
-      scratch.keys.push_back(
-          FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i)));
-    }
+    keys[m] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
+    m += keep[i] != 0;
   }
-  if (scratch.keys.empty()) return;
-  SortKeysByHashPrefix(absl::MakeSpan(scratch.keys), scratch.tmp);
+  if (m == 0) return;
+  const absl::Span<uint64_t> sorted(keys, m);
+  SortKeysByHashPrefix(sorted, scratch.tmp);
   size_t r = 0;
   for (const SliceMeta& s : t.slices) {
     const bool live = policy.SliceLive(s.index, now_ms);
     for (int j = 0; j < s.num_runs; ++j, ++r) {
-      if (live) View(t.runs[r]).RemoveContainedSorted(scratch.keys, keep);
+      if (live) View(t.runs[r]).RemoveContainedSorted(sorted, keep);
     }
   }
 }
