@@ -38,43 +38,46 @@ void LsdRadixSort(absl::Span<uint64_t> keys, std::vector<uint64_t>& scratch) {
   std::copy(src, src + keys.size(), keys.data());
 }
 
-}  // namespace
+constexpr int kMinBucketBits = 4;
+constexpr int kMaxBucketBits = 12;  // 2^12 counters = 16 KiB: L1
 
-void SortKeysByHashPrefix(absl::Span<uint64_t> keys,
-                          std::vector<uint64_t>& scratch) {
-  const size_t m = keys.size();
-  if (m < 2) return;
-  // One MSD counting pass on the top B bits with 2^B ~= m / 2 buckets
-  // (B = bit_width(m) - 2; 5,000 keys: 2^11 = 2,048 buckets, lambda = 2.4
-  // keys each), then one insertion-sort pass finishes the buckets: keys only
-  // move inside their bucket, so it is the per-bucket sort without walking
-  // the bucket bounds. The hashes are uniform, a bucket's size s is ~Poisson
-  // (lambda), and the insertion pass makes E[s (s - 1) / 4] = lambda^2 / 4
-  // moves per bucket, lambda / 4 ~= 0.6 per key: about 2.6 passes over the
-  // keys in all, against the LSD sort's 4 (and its 3 x 2,048-entry prefix
-  // sums). Equal keys (a candidate listed twice) never move past each other.
-  // Ids a client chose can crowd one bucket (the hash is public): past
-  // kMovesPerKey * m moves (~7x the expectation) the pass gives up and the
-  // O(m) LSD sort takes the bucketed keys, so such input costs at most
-  // ~twice, never m^2.
-  constexpr int kMinBits = 4, kMaxBits = 12;  // 2^12 counters = 16 KiB: L1
-  constexpr size_t kMovesPerKey = 4;
-  const int bits = std::clamp(
+// 2^B ~= m / 2 buckets (B = bit_width(m) - 2; 5,000 keys: 2^11 = 2,048
+// buckets, lambda = 2.4 keys each).
+int BucketBits(size_t m) {
+  return std::clamp(
       static_cast<int>(absl::bit_width(static_cast<uint64_t>(m))) - 2,
-      kMinBits, kMaxBits);
+      kMinBucketBits, kMaxBucketBits);
+}
+
+// Sorts `keys` (m >= 2); `start` has 2^bits + 2 entries and ends holding the
+// bucket index (SortedCandidates::bucket_start) in its first 2^bits + 1.
+//
+// One MSD counting pass on the top B bits, then one insertion-sort pass
+// finishes the buckets: keys only move inside their bucket, so it is the
+// per-bucket sort without walking the bucket bounds. The hashes are
+// uniform, a bucket's size s is ~Poisson(lambda), and the insertion pass
+// makes E[s (s - 1) / 4] = lambda^2 / 4 moves per bucket, lambda / 4 ~= 0.6
+// per key: about 2.6 passes over the keys in all, against the LSD sort's 4
+// (and its 3 x 2,048-entry prefix sums). Equal keys (a candidate listed
+// twice) never move past each other. Ids a client chose can crowd one
+// bucket (the hash is public): past kMovesPerKey * m moves (~7x the
+// expectation) the pass gives up and the O(m) LSD sort takes the bucketed
+// keys, so such input costs at most ~twice, never m^2.
+void BucketSort(absl::Span<uint64_t> keys, std::vector<uint64_t>& scratch,
+                int bits, uint32_t* start) {
+  constexpr size_t kMovesPerKey = 4;
+  const size_t m = keys.size();
+  const size_t buckets = size_t{1} << bits;
   const int shift = 64 - bits;
-  uint32_t count[1 << kMaxBits];
-  std::fill(count, count + (size_t{1} << bits), 0u);
-  for (uint64_t k : keys) ++count[k >> shift];
-  uint32_t sum = 0;
-  for (size_t b = 0; b < (size_t{1} << bits); ++b) {
-    const uint32_t here = count[b];
-    count[b] = sum;
-    sum += here;
-  }
+  // Counted two places up: after the prefix sum start[j + 1] is where
+  // bucket j starts, the scatter moves it to where j ends (= j + 1 starts),
+  // which leaves start[j] = the start of bucket j for every j.
+  std::fill(start, start + buckets + 2, 0u);
+  for (uint64_t k : keys) ++start[(k >> shift) + 2];
+  for (size_t j = 2; j < buckets + 2; ++j) start[j] += start[j - 1];
   scratch.resize(m);
   uint64_t* bucketed = scratch.data();
-  for (uint64_t k : keys) bucketed[count[k >> shift]++] = k;  // stable
+  for (uint64_t k : keys) bucketed[start[(k >> shift) + 1]++] = k;  // stable
   // Insertion by the top 32 bits (strict compare: stable), from the
   // bucketed copy into keys.
   uint64_t* out = keys.data();
@@ -82,22 +85,52 @@ void SortKeysByHashPrefix(absl::Span<uint64_t> keys,
   out[0] = bucketed[0];
   for (size_t i = 1; i < m; ++i) {
     const uint64_t k = bucketed[i];
+    if ((out[i - 1] >> 32) <= (k >> 32)) {  // in order: ~70% of keys
+      out[i] = k;
+      continue;
+    }
     size_t j = i;
-    while (j > 0 && (out[j - 1] >> 32) > (k >> 32)) {
+    do {
       out[j] = out[j - 1];
       --j;
-    }
+    } while (j > 0 && (out[j - 1] >> 32) > (k >> 32));
     out[j] = k;
     const size_t moved = i - j;
     if (moved > budget) {
       // The bucketed order kept the input's order among equal keys, so the
-      // stable LSD sort of it is the stable sort of the input.
+      // stable LSD sort of it is the stable sort of the input; the bucket
+      // bounds hold for any sorted order.
       std::copy(bucketed, bucketed + m, out);
       LsdRadixSort(keys, scratch);
       return;
     }
     budget -= moved;
   }
+}
+
+}  // namespace
+
+void SortKeysByHashPrefix(absl::Span<uint64_t> keys,
+                          std::vector<uint64_t>& scratch) {
+  if (keys.size() < 2) return;
+  uint32_t start[(1 << kMaxBucketBits) + 2];
+  BucketSort(keys, scratch, BucketBits(keys.size()), start);
+}
+
+SortedCandidates CandidateSorter::Sort(absl::Span<uint64_t> keys) {
+  SortedCandidates out;
+  out.keys = keys;
+  out.bucket_bits = keys.size() < 2 ? 0 : BucketBits(keys.size());
+  bucket_start_.resize((size_t{1} << out.bucket_bits) + 2);
+  if (keys.size() < 2) {
+    // One bucket (bits 0): it starts at 0, the end is the size.
+    bucket_start_[0] = 0;
+    bucket_start_[1] = static_cast<uint32_t>(keys.size());
+  } else {
+    BucketSort(keys, tmp_, out.bucket_bits, bucket_start_.data());
+  }
+  out.bucket_start = bucket_start_.data();
+  return out;
 }
 
 }  // namespace exposure_filter

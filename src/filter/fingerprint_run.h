@@ -64,6 +64,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "src/filter/candidate_sort.h"
 
 namespace exposure_filter {
 
@@ -112,6 +113,13 @@ class FingerprintRunView {
                       uint8_t* member) const;
   void RemoveContainedSorted(absl::Span<const uint64_t> sorted_keys,
                              uint8_t* keep) const;
+  // Same result as RemoveContainedSorted(candidates.keys, keep), walked
+  // from the run's side: each code looks its first possible candidate up in
+  // the sort's bucket index, so a run of n codes costs O(n + hits) (plus
+  // ~lambda / 2 candidates stepped over per code), not O(n + m): what
+  // FilterRecalled runs, where most runs are much smaller than the batch.
+  // Ignores the skip index (UserFilter's runs have none).
+  void RemoveContained(const SortedCandidates& candidates, uint8_t* keep) const;
   // Appends all fingerprints, ascending.
   void AppendFingerprints(std::vector<uint32_t>* out) const;
   // ORs the payload into `dst` at bit `dst_offset` (those bits must be zero).

@@ -80,7 +80,7 @@ bool LegacySliceClaims(const BloomSlices::Slice& s, uint64_t h) {
 // Scratch of RemoveExposed, reused per thread: no allocation per request.
 struct SortScratch {
   std::vector<uint64_t> keys;
-  std::vector<uint64_t> tmp;
+  CandidateSorter sorter;
 };
 SortScratch& ThreadScratch() {
   thread_local SortScratch s;
@@ -651,13 +651,13 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
     m += keep[i] != 0;
   }
   if (m == 0) return;
-  const absl::Span<uint64_t> sorted(keys, m);
-  SortKeysByHashPrefix(sorted, scratch.tmp);
+  const SortedCandidates sorted =
+      scratch.sorter.Sort(absl::Span<uint64_t>(keys, m));
   size_t r = 0;
   for (const SliceMeta& s : t.slices) {
     const bool live = policy.SliceLive(s.index, now_ms);
     for (int j = 0; j < s.num_runs; ++j, ++r) {
-      if (live) View(t.runs[r]).RemoveContainedSorted(sorted, keep);
+      if (live) View(t.runs[r]).RemoveContained(sorted, keep);
     }
   }
 }

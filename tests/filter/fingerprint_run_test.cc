@@ -442,5 +442,61 @@ TEST(FingerprintRunViewTest, ViewAtAnyBitOffsetAnswersLikeTheRun) {
   }
 }
 
+// RemoveContained (the run-driven walk over the sort's bucket index) must
+// clear exactly what Contains claims, for runs much sparser than the batch
+// (one lookup per code), denser (the merge), prefix and non-power-of-two
+// universes, batches of every bucket width (m = 1: no buckets at all), and
+// candidates that sit on the first prefix of a fingerprint (the lower edge
+// the bucket bound is about).
+TEST(FingerprintRunViewTest, RemoveContainedMatchesContainsForEveryCandidate) {
+  CandidateSorter sorter;
+  for (size_t n : {1, 20, 333, 2000, 50000}) {
+    const std::vector<uint64_t> items = RandomHashes(n, 70 + n);
+    for (int b : {17, 32}) {
+      for (uint64_t u :
+           {uint64_t{1} << 17, UniverseFor(n, 0.3), UniverseFor(n, 0.01) | 1}) {
+        if (u > (uint64_t{1} << b) || u < 2) continue;
+        const FingerprintRun run = MustBuild(items, b, u);
+        for (size_t m : {1, 2, 300, 5000}) {
+          std::vector<uint64_t> cands = MixedCandidates(items, m, n + u + m);
+          // Edges: the smallest hash of some member's fingerprint and the
+          // largest hash just below it.
+          const std::vector<uint32_t> fps = run.Fingerprints();
+          for (size_t i = 1; i < m && !fps.empty(); i += 7) {
+            const uint64_t f = fps[(i * 31) % fps.size()];
+            // First b-bit prefix p with floor(p u / 2^b) = f.
+            const uint64_t p = static_cast<uint64_t>(
+                ((static_cast<unsigned __int128>(f) << b) + u - 1) / u);
+            cands[i] = p << (64 - b);
+            if (p > 0 && i + 1 < m) cands[i + 1] = (p << (64 - b)) - 1;
+          }
+          std::vector<uint64_t> keys(m);
+          for (size_t i = 0; i < m; ++i) {
+            keys[i] =
+                FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
+          }
+          const SortedCandidates sorted = sorter.Sort(absl::MakeSpan(keys));
+          std::vector<uint8_t> keep(m, 1);
+          for (size_t i = 0; i < m; i += 13) keep[i] = 0;  // stay cleared
+          std::vector<uint8_t> expected = keep;
+          size_t members = 0;
+          for (size_t i = 0; i < m; ++i) {
+            if (run.Contains(cands[i])) {
+              expected[i] = 0;
+              ++members;
+            }
+          }
+          run.view().RemoveContained(sorted, keep.data());
+          ASSERT_EQ(keep, expected)
+              << "n=" << n << " b=" << b << " u=" << u << " m=" << m;
+          if (m >= 300) {
+            ASSERT_GT(members, m / 4);  // the check has teeth
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace exposure_filter
