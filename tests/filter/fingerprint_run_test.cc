@@ -453,8 +453,10 @@ TEST(FingerprintRunViewTest, RemoveContainedMatchesContainsForEveryCandidate) {
   for (size_t n : {1, 20, 333, 2000, 50000}) {
     const std::vector<uint64_t> items = RandomHashes(n, 70 + n);
     for (int b : {17, 32}) {
-      for (uint64_t u :
-           {uint64_t{1} << 17, UniverseFor(n, 0.3), UniverseFor(n, 0.01) | 1}) {
+      // 2^32 - 1: fingerprints near 2^32, where a bucket bound rounded up
+      // would overshoot (fingerprint_run.cc, RemoveContained).
+      for (uint64_t u : {uint64_t{1} << 17, UniverseFor(n, 0.3),
+                         UniverseFor(n, 0.01) | 1, (uint64_t{1} << 32) - 1}) {
         if (u > (uint64_t{1} << b) || u < 2) continue;
         const FingerprintRun run = MustBuild(items, b, u);
         for (size_t m : {1, 2, 300, 5000}) {
