@@ -117,20 +117,33 @@ void SortKeysByHashPrefix(absl::Span<uint64_t> keys,
   BucketSort(keys, scratch, BucketBits(keys.size()), start);
 }
 
-SortedCandidates CandidateSorter::Sort(absl::Span<uint64_t> keys) {
-  SortedCandidates out;
-  out.keys = keys;
-  out.bucket_bits = keys.size() < 2 ? 0 : BucketBits(keys.size());
-  bucket_start_.resize((size_t{1} << out.bucket_bits) + 2);
-  if (keys.size() < 2) {
-    // One bucket (bits 0): it starts at 0, the end is the size.
-    bucket_start_[0] = 0;
-    bucket_start_[1] = static_cast<uint32_t>(keys.size());
-  } else {
-    BucketSort(keys, tmp_, out.bucket_bits, bucket_start_.data());
-  }
-  out.bucket_start = bucket_start_.data();
-  return out;
+BucketedCandidates CandidateSorter::Bucket(absl::Span<const uint64_t> keys) {
+  constexpr int kMaxBits = 14;  // 2^14 counters: 64 KiB, L2
+  const size_t m = keys.size();
+  const int bits = std::clamp(
+      static_cast<int>(absl::bit_width(static_cast<uint64_t>(m))) - 1, 0,
+      kMaxBits);
+  const size_t buckets = size_t{1} << bits;
+  const int shift = 64 - bits;
+  // Counted two places up, as BucketSort. A shift by 64 (bits = 0) is
+  // undefined: one bucket then, index 0.
+  auto bucket_of = [&](uint64_t k) -> size_t {
+    return bits == 0 ? 0 : static_cast<size_t>(k >> shift);
+  };
+  bucket_start_.assign(buckets + 2, 0u);
+  uint32_t* start = bucket_start_.data();
+  for (uint64_t k : keys) ++start[bucket_of(k) + 2];
+  for (size_t j = 2; j < buckets + 2; ++j) start[j] += start[j - 1];
+  bucketed_.resize(m + BucketedCandidates::kPadding);
+  uint64_t* out = bucketed_.data();
+  for (uint64_t k : keys) out[start[bucket_of(k) + 1]++] = k;
+  std::fill(out + m, out + m + BucketedCandidates::kPadding, uint64_t{0});
+  BucketedCandidates c;
+  c.keys = out;
+  c.size = m;
+  c.bucket_bits = bits;
+  c.bucket_start = start;
+  return c;
 }
 
 }  // namespace exposure_filter

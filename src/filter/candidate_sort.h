@@ -23,28 +23,35 @@ namespace exposure_filter {
 void SortKeysByHashPrefix(absl::Span<uint64_t> keys,
                           std::vector<uint64_t>& scratch);
 
-// Sorted keys with the index the sort's counting pass built for free: where
-// each bucket of the top `bucket_bits` bits starts. A run looks a
-// fingerprint's first possible candidate up there in O(1) instead of
-// searching (FingerprintRunView::RemoveContained).
-struct SortedCandidates {
-  absl::Span<const uint64_t> keys;  // ascending by the top 32 bits
+// Candidates grouped by the top `bucket_bits` bits of their hash (buckets
+// in ascending order, any order inside a bucket: one counting pass, no
+// sort), with where each bucket starts. A run looks a fingerprint's
+// possible candidates up there in O(1) (FingerprintRunView::
+// RemoveContained); no order inside a bucket is needed because every
+// candidate of the bucket is checked.
+struct BucketedCandidates {
+  // The keys (FingerprintRun::SortKey), then kPadding readable zero keys so
+  // a fixed-width check may read past the last bucket.
+  static constexpr size_t kPadding = 8;
+  const uint64_t* keys = nullptr;
+  size_t size = 0;
   int bucket_bits = 0;
-  // 2^bucket_bits + 1 entries: bucket_start[j] is the first position whose
-  // key's top bucket_bits bits are >= j (bucket_start[2^bits] = keys.size()).
+  // 2^bucket_bits + 1 entries: bucket j is [bucket_start[j],
+  // bucket_start[j + 1]); bucket_start[2^bits] = size.
   const uint32_t* bucket_start = nullptr;
 };
 
-// Owns the scratch of SortKeysByHashPrefix and of the bucket index; one per
-// thread, reused for every request (no allocation once grown).
+// Owns the scratch of the bucket pass; one per thread, reused for every
+// request (no allocation once grown).
 class CandidateSorter {
  public:
-  // Sorts `keys` in place (as SortKeysByHashPrefix) and returns them with
-  // their bucket index, valid until the next Sort or `keys` changes.
-  SortedCandidates Sort(absl::Span<uint64_t> keys);
+  // Groups `keys` into ~m buckets (2^B with B = bit_width(m) - 1, so
+  // lambda = m / 2^B in (0.5, 1] keys per bucket; at most 2^14 buckets).
+  // The result is valid until the next call.
+  BucketedCandidates Bucket(absl::Span<const uint64_t> keys);
 
  private:
-  std::vector<uint64_t> tmp_;
+  std::vector<uint64_t> bucketed_;
   std::vector<uint32_t> bucket_start_;
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/base/optimization.h"
 #include "absl/numeric/bits.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -468,51 +469,68 @@ void FingerprintRunView::RemoveContainedSorted(
       [&](size_t i) { keep[static_cast<uint32_t>(sorted_keys[i])] = 0; });
 }
 
-// For code f, every candidate whose fingerprint is >= f sits in a bucket
-// >= floor(f 2^B / U): its b-bit prefix P has floor(P U / 2^b) >= f, so
-// P >= f 2^b / U, and its top B bits are floor(P / 2^(b - B)) >=
-// floor(f 2^B / U) for b >= B (for b < B they are >= P 2^(B - b) >=
-// f 2^B / U). With recip = floor(2^(B + 32) / U), (f recip) >> 32 <=
-// floor(f 2^B / U) (and f recip <= 2^(B + 32) < 2^64 since f < U), so the
-// bucket's start is a safe place to begin: the scan after it checks the
-// fingerprint exactly, and it steps over ~lambda / 2 candidates (those of
-// the bucket below f, the sort's lambda ~= 2.4 per bucket) plus one bucket
-// when the division rounds down.
-void FingerprintRunView::RemoveContained(const SortedCandidates& candidates,
+// For code f, a candidate whose fingerprint is f has a b-bit prefix P with
+// floor(P U / 2^b) = f, i.e. f 2^b / U <= P < (f + 1) 2^b / U. For
+// E <= b its top E bits are floor(P / 2^(b - E)), so they lie in
+// [floor(f 2^E / U), floor((f + 1) 2^E / U)] (divide the bounds by
+// 2^(b - E), take floors; the upper one: < (f + 1) 2^E / U). The walk uses
+// E = min(B, b) bits (a run of b < B bits would let the upper bound fail:
+// P's low buckets are not determined by P) and buckets of the top E bits
+// are runs of 2^(B - E) buckets of B bits. With
+//   recip_lo = floor(2^(E + 32) / U),  recip_hi = ceil(2^(E + 32) / U),
+// (f recip_lo) >> 32 <= floor(f 2^E / U) and ((f + 1) recip_hi) >> 32 >=
+// floor((f + 1) 2^E / U) (both products <= 2^(E + 32) + U < 2^64), so the
+// buckets between them hold every candidate that can equal f: checking
+// all of them is exact. Fingerprints are spread over U >> 2^E values, so
+// that is one bucket (two when f's prefixes straddle a bucket edge or the
+// reciprocal rounds), lambda <= 1 candidates each on average
+// (CandidateSorter::Bucket): a fixed window of kWindow = 8 checks covers it
+// without a data-dependent branch (P(Poisson(2) > 8) ~= 2e-4 takes the
+// loop). Each check clears keep[tag] iff the candidate's fingerprint is f
+// and it is inside the range: outside it a true member could be cleared
+// harmlessly, but the zero padding past the last bucket carries tag 0,
+// which is some other candidate.
+// The mispredicted branches of a merge (one per candidate or per code, ~15
+// cycles each) were most of its time; this walk has none in the common case.
+void FingerprintRunView::RemoveContained(const BucketedCandidates& candidates,
                                          uint8_t* keep) const {
-  const uint64_t* keys = candidates.keys.data();
-  const size_t m = candidates.keys.size();
-  if (count_ == 0 || m == 0) return;
-  // A run denser than the batch: the candidate-driven merge, whose inner
-  // loop is just decoding, is cheaper than a lookup per code (callgrind on
-  // bench/filter_bench's 20,000-item users: thresholds n > m and n > 2m
-  // cost the same, n > m / 2 costs 16% more at 7 runs of ~2,900 codes).
-  if (uint64_t{count_} > m) {
-    RemoveContainedSorted(candidates.keys, keep);
-    return;
-  }
+  constexpr uint32_t kWindow = BucketedCandidates::kPadding;
+  const uint64_t* keys = candidates.keys;
+  if (count_ == 0 || candidates.size == 0) return;
   const int b = precision_;
   const uint64_t u = universe_;
-  const uint64_t recip =
-      (uint64_t{1} << (candidates.bucket_bits + 32)) / universe_;
+  const int e = std::min(candidates.bucket_bits, b);
+  const int coarse = candidates.bucket_bits - e;  // B - E
+  const uint64_t scale = uint64_t{1} << (e + 32);
+  const uint64_t recip_lo = scale / u;
+  const uint64_t recip_hi = (scale + u - 1) / u;
+  const uint64_t last_bucket = (uint64_t{1} << e) - 1;
   const uint32_t* bucket_start = candidates.bucket_start;
   RunDecoder dec(words_, bit_offset_, rice_k_);
   dec.Seek(0, bit_offset_ + uint64_t{count_} * rice_k_);
   uint64_t next = 0;
-  size_t i = 0;  // candidates before i are below the current code
   for (uint32_t idx = 0; idx < count_; ++idx) {
     const uint64_t f = next + dec.NextGap();
     next = f + 1;
-    size_t j = std::max<size_t>(i, bucket_start[(f * recip) >> 32]);
-    uint64_t x = 0;
-    while (j < m && (x = FingerprintRun::Fingerprint(keys[j], b, u)) < f) ++j;
-    if (j == m) return;  // every later code is above every candidate
-    while (x == f) {
-      keep[static_cast<uint32_t>(keys[j])] = 0;
-      if (++j == m) return;
-      x = FingerprintRun::Fingerprint(keys[j], b, u);
+    const uint32_t lo = bucket_start[((f * recip_lo) >> 32) << coarse];
+    const uint32_t hi =
+        bucket_start[(std::min(((f + 1) * recip_hi) >> 32, last_bucket) + 1)
+                     << coarse];
+    const uint32_t len = hi - lo;
+    if (ABSL_PREDICT_TRUE(len <= kWindow)) {
+      for (uint32_t t = 0; t < kWindow; ++t) {
+        const uint64_t k = keys[lo + t];
+        const bool hit =
+            (FingerprintRun::Fingerprint(k, b, u) == f) & (t < len);
+        keep[static_cast<uint32_t>(k)] &= static_cast<uint8_t>(!hit);
+      }
+    } else {
+      for (uint32_t j = lo; j < hi; ++j) {
+        if (FingerprintRun::Fingerprint(keys[j], b, u) == f) {
+          keep[static_cast<uint32_t>(keys[j])] = 0;
+        }
+      }
     }
-    i = j;
   }
 }
 

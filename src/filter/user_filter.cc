@@ -651,13 +651,13 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
     m += keep[i] != 0;
   }
   if (m == 0) return;
-  const SortedCandidates sorted =
-      scratch.sorter.Sort(absl::Span<uint64_t>(keys, m));
+  const BucketedCandidates bucketed =
+      scratch.sorter.Bucket(absl::Span<const uint64_t>(keys, m));
   size_t r = 0;
   for (const SliceMeta& s : t.slices) {
     const bool live = policy.SliceLive(s.index, now_ms);
     for (int j = 0; j < s.num_runs; ++j, ++r) {
-      if (live) View(t.runs[r]).RemoveContained(sorted, keep);
+      if (live) View(t.runs[r]).RemoveContained(bucketed, keep);
     }
   }
 }

@@ -48,26 +48,10 @@ TEST(CandidateSortTest, EveryDigitOrders) {
   EXPECT_EQ(keys, expected);
 }
 
-// The bucket index must bound every bucket exactly: a run starts its scan
-// at bucket_start[j], so an entry one too high skips a candidate.
-void ExpectBucketIndexBounds(const SortedCandidates& sorted) {
-  const size_t buckets = size_t{1} << sorted.bucket_bits;
-  const int shift = 64 - sorted.bucket_bits;
-  for (size_t j = 0; j <= buckets; ++j) {
-    const size_t at = sorted.bucket_start[j];
-    ASSERT_LE(at, sorted.keys.size()) << "bucket " << j;
-    if (at > 0 && sorted.bucket_bits > 0) {
-      ASSERT_LT(sorted.keys[at - 1] >> shift, j) << "bucket " << j;
-    }
-    if (at < sorted.keys.size() && sorted.bucket_bits > 0) {
-      ASSERT_GE(sorted.keys[at] >> shift, j) << "bucket " << j;
-    }
-  }
-  EXPECT_EQ(sorted.bucket_start[0], 0u);
-  EXPECT_EQ(sorted.bucket_start[buckets], sorted.keys.size());
-}
-
-TEST(CandidateSorterTest, SortsLikeTheFunctionAndIndexesEveryBucket) {
+// The bucket pass must keep every key once and put each inside its bucket's
+// bounds: a run checks only [bucket_start[j], bucket_start[j + 1]), so a
+// key outside its bucket is a false negative.
+TEST(CandidateSorterTest, BucketsHoldEveryKeyInsideItsBounds) {
   std::mt19937_64 rng(3);
   CandidateSorter sorter;  // reused across sizes, as per thread
   for (size_t m : {0, 1, 2, 3, 17, 5000, 20000, 100000}) {
@@ -76,36 +60,33 @@ TEST(CandidateSorterTest, SortsLikeTheFunctionAndIndexesEveryBucket) {
       const uint64_t h = i % 4 == 3 ? keys[i - 1] : rng();
       keys[i] = FingerprintRun::SortKey(h, static_cast<uint32_t>(i));
     }
-    const std::vector<uint64_t> expected = StableByTopBits(keys);
-    const SortedCandidates sorted = sorter.Sort(absl::MakeSpan(keys));
-    ASSERT_EQ(sorted.keys.data(), keys.data());
-    ASSERT_EQ(keys, expected) << "m=" << m;
-    ExpectBucketIndexBounds(sorted);
+    const BucketedCandidates c = sorter.Bucket(keys);
+    ASSERT_EQ(c.size, m);
+    std::vector<uint64_t> got(c.keys, c.keys + c.size);
+    std::vector<uint64_t> want = keys;
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    ASSERT_EQ(got, want) << "m=" << m;  // a permutation
+    const size_t buckets = size_t{1} << c.bucket_bits;
+    ASSERT_EQ(c.bucket_start[0], 0u);
+    ASSERT_EQ(c.bucket_start[buckets], m);
+    // lambda = m / 2^B in (0.5, 1] (up to the 2^14 cap).
+    if (m >= 2 && m < (size_t{1} << 14)) {
+      ASSERT_GT(2 * buckets, m);
+      ASSERT_LE(buckets, m);
+    }
+    for (size_t j = 0; j < buckets; ++j) {
+      ASSERT_LE(c.bucket_start[j], c.bucket_start[j + 1]);
+      for (size_t at = c.bucket_start[j]; at < c.bucket_start[j + 1]; ++at) {
+        const uint64_t top =
+            c.bucket_bits == 0 ? 0 : c.keys[at] >> (64 - c.bucket_bits);
+        ASSERT_EQ(top, j) << "m=" << m << " at=" << at;
+      }
+    }
+    for (size_t p = 0; p < BucketedCandidates::kPadding; ++p) {
+      ASSERT_EQ(c.keys[m + p], 0u);  // readable, zero
+    }
   }
-}
-
-// Hashes a client could choose: all in one bucket of the counting pass.
-// The insertion pass runs out of its move budget and the LSD sort takes
-// over; the result must still be the stable sort, with a right index.
-TEST(CandidateSorterTest, CrowdedBucketFallsBackToTheStableRadixSort) {
-  std::mt19937_64 rng(4);
-  std::vector<uint64_t> keys(5000);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    // Top 20 bits fixed, the next 12 random (few distinct values: ties).
-    const uint64_t h = (uint64_t{0xABCDE} << 44) | ((rng() & 0xfff) << 32);
-    keys[i] = FingerprintRun::SortKey(h, static_cast<uint32_t>(i));
-  }
-  const std::vector<uint64_t> expected = StableByTopBits(keys);
-  CandidateSorter sorter;
-  const SortedCandidates sorted = sorter.Sort(absl::MakeSpan(keys));
-  EXPECT_EQ(keys, expected);
-  ExpectBucketIndexBounds(sorted);
-  std::vector<uint64_t> again = expected, scratch;
-  std::reverse(again.begin(), again.end());  // descending: most moves
-  SortKeysByHashPrefix(absl::MakeSpan(again), scratch);
-  std::vector<uint64_t> reversed = expected;
-  std::reverse(reversed.begin(), reversed.end());
-  EXPECT_EQ(again, StableByTopBits(reversed));
 }
 
 }  // namespace
