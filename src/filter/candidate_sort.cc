@@ -120,23 +120,31 @@ void SortKeysByHashPrefix(absl::Span<uint64_t> keys,
 BucketedCandidates CandidateSorter::Bucket(absl::Span<const uint64_t> keys) {
   constexpr int kMaxBits = 14;  // 2^14 counters: 64 KiB, L2
   const size_t m = keys.size();
-  const int bits = std::clamp(
-      static_cast<int>(absl::bit_width(static_cast<uint64_t>(m))) - 1, 0,
-      kMaxBits);
+  // m >= 2 gives bits >= 1 (a shift by 64 would be undefined); m < 2 is one
+  // bucket of bits 0, laid out by hand.
+  const int bits =
+      m < 2
+          ? 0
+          : std::min(
+                static_cast<int>(absl::bit_width(static_cast<uint64_t>(m))) - 1,
+                kMaxBits);
   const size_t buckets = size_t{1} << bits;
-  const int shift = 64 - bits;
-  // Counted two places up, as BucketSort. A shift by 64 (bits = 0) is
-  // undefined: one bucket then, index 0.
-  auto bucket_of = [&](uint64_t k) -> size_t {
-    return bits == 0 ? 0 : static_cast<size_t>(k >> shift);
-  };
-  bucket_start_.assign(buckets + 2, 0u);
-  uint32_t* start = bucket_start_.data();
-  for (uint64_t k : keys) ++start[bucket_of(k) + 2];
-  for (size_t j = 2; j < buckets + 2; ++j) start[j] += start[j - 1];
+  bucket_start_.resize(buckets + 2);
   bucketed_.resize(m + BucketedCandidates::kPadding);
+  uint32_t* start = bucket_start_.data();
   uint64_t* out = bucketed_.data();
-  for (uint64_t k : keys) out[start[bucket_of(k) + 1]++] = k;
+  if (m < 2) {
+    start[0] = 0;
+    start[1] = static_cast<uint32_t>(m);
+    if (m == 1) out[0] = keys[0];
+  } else {
+    // Counted two places up, as BucketSort.
+    const int shift = 64 - bits;
+    std::fill(start, start + buckets + 2, 0u);
+    for (uint64_t k : keys) ++start[(k >> shift) + 2];
+    for (size_t j = 2; j < buckets + 2; ++j) start[j] += start[j - 1];
+    for (uint64_t k : keys) out[start[(k >> shift) + 1]++] = k;
+  }
   std::fill(out + m, out + m + BucketedCandidates::kPadding, uint64_t{0});
   BucketedCandidates c;
   c.keys = out;

@@ -494,7 +494,7 @@ void FingerprintRunView::RemoveContainedSorted(
 // cycles each) were most of its time; this walk has none in the common case.
 void FingerprintRunView::RemoveContained(const BucketedCandidates& candidates,
                                          uint8_t* keep) const {
-  constexpr uint32_t kWindow = BucketedCandidates::kPadding;
+  constexpr uint32_t kWindow = 4;  // <= BucketedCandidates::kPadding
   const uint64_t* keys = candidates.keys;
   if (count_ == 0 || candidates.size == 0) return;
   const int b = precision_;
