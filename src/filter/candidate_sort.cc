@@ -50,7 +50,8 @@ int BucketBits(size_t m) {
 }
 
 // Sorts `keys` (m >= 2); `start` has 2^bits + 2 entries and ends holding the
-// bucket index (SortedCandidates::bucket_start) in its first 2^bits + 1.
+// bucket starts (as BucketedCandidates::bucket_start) in its first
+// 2^bits + 1.
 //
 // One MSD counting pass on the top B bits, then one insertion-sort pass
 // finishes the buckets: keys only move inside their bucket, so it is the

@@ -1,9 +1,11 @@
-// Sorting a batch of candidates once for every FingerprintRun they meet.
+// Arranging a batch of candidates once for every FingerprintRun they meet.
 //
 // A run's fingerprint (fingerprint_run.h) is a monotone function of the
 // hash's top 32 bits, so candidates ordered by those bits are in fingerprint
-// order for every run of every (b, U) at once: FilterRecalled sorts its
-// candidates once per request and walks each slice's runs against them.
+// order for every run of every (b, U) at once. FilterRecalled only groups
+// them by their top bits (CandidateSorter::Bucket) and each run checks a
+// code's bucket; writes and FilterView sort them (SortKeysByHashPrefix) and
+// merge.
 #ifndef EXPOSURE_FILTER_SRC_FILTER_CANDIDATE_SORT_H_
 #define EXPOSURE_FILTER_SRC_FILTER_CANDIDATE_SORT_H_
 

@@ -638,9 +638,9 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
     t.legacy->slices.RemoveExposed(policy, now_ms, hashes, keep);
   }
   if (t.runs.empty()) return;
-  // Sort the still-kept candidates once by their hash's top 32 bits: that
-  // orders them by fingerprint for every run (fingerprint_run.h), so each
-  // live run is one merge pass.
+  // Bucket the still-kept candidates once by their hash's top bits: a
+  // run's fingerprint is monotone in those bits (fingerprint_run.h), so
+  // each live run checks each of its codes against one or two buckets.
   SortScratch& scratch = ThreadScratch();
   // Sized once, filled without push_back's capacity check per key.
   if (scratch.keys.size() < hashes.size()) scratch.keys.resize(hashes.size());
