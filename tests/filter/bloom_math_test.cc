@@ -1,8 +1,8 @@
 #include "src/filter/bloom_math.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "src/filter/filter_policy.h"
 
