@@ -168,7 +168,7 @@ void BM_SortKeys(benchmark::State& state) {
     benchmark::DoNotOptimize(keys.data());
   }
   SetPerCandidate(state);
-  state.SetLabel(radix ? "radix" : "std::sort");
+  state.SetLabel(radix ? "SortKeysByHashPrefix" : "std::sort");
 }
 BENCHMARK(BM_SortKeys)->Arg(0)->Arg(1);
 

@@ -64,6 +64,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "src/filter/candidate_sort.h"
 
 namespace exposure_filter {
 
@@ -112,6 +113,14 @@ class FingerprintRunView {
                       uint8_t* member) const;
   void RemoveContainedSorted(absl::Span<const uint64_t> sorted_keys,
                              uint8_t* keep) const;
+  // Clears keep[tag] for every candidate whose hash the run contains, as
+  // RemoveContainedSorted, from the run's side: each code checks only the
+  // candidates of the one or two buckets its fingerprint maps to, with a
+  // fixed-width, branch-free check. O(n + m) for the bucket pass (shared by
+  // all runs of a request), O(n) per run: what FilterRecalled runs.
+  // Ignores the skip index (UserFilter's runs have none).
+  void RemoveContained(const BucketedCandidates& candidates,
+                       uint8_t* keep) const;
   // Appends all fingerprints, ascending.
   void AppendFingerprints(std::vector<uint32_t>* out) const;
   // ORs the payload into `dst` at bit `dst_offset` (those bits must be zero).

@@ -80,7 +80,7 @@ bool LegacySliceClaims(const BloomSlices::Slice& s, uint64_t h) {
 // Scratch of RemoveExposed, reused per thread: no allocation per request.
 struct SortScratch {
   std::vector<uint64_t> keys;
-  std::vector<uint64_t> tmp;
+  CandidateSorter sorter;
 };
 SortScratch& ThreadScratch() {
   thread_local SortScratch s;
@@ -650,24 +650,26 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
     t.legacy->slices.RemoveExposed(policy, now_ms, hashes, keep);
   }
   if (t.runs.empty()) return;
-  // Sort the still-kept candidates once by their hash's top 32 bits: that
-  // orders them by fingerprint for every run (fingerprint_run.h), so each
-  // live run is one merge pass.
+  // Bucket the still-kept candidates once by their hash's top bits: a
+  // run's fingerprint is monotone in those bits (fingerprint_run.h), so
+  // each live run checks each of its codes against one or two buckets.
   SortScratch& scratch = ThreadScratch();
-  scratch.keys.clear();
+  // Sized once, filled without push_back's capacity check per key.
+  if (scratch.keys.size() < hashes.size()) scratch.keys.resize(hashes.size());
+  uint64_t* keys = scratch.keys.data();
+  size_t m = 0;
   for (size_t i = 0; i < hashes.size(); ++i) {
-    if (keep[i]) {
-      scratch.keys.push_back(
-          FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i)));
-    }
+    keys[m] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
+    m += keep[i] != 0;
   }
-  if (scratch.keys.empty()) return;
-  SortKeysByHashPrefix(absl::MakeSpan(scratch.keys), scratch.tmp);
+  if (m == 0) return;
+  const BucketedCandidates bucketed =
+      scratch.sorter.Bucket(absl::Span<const uint64_t>(keys, m));
   size_t r = 0;
   for (const SliceMeta& s : t.slices) {
     const bool live = policy.SliceLive(s.index, now_ms);
     for (int j = 0; j < s.num_runs; ++j, ++r) {
-      if (live) View(t.runs[r]).RemoveContainedSorted(scratch.keys, keep);
+      if (live) View(t.runs[r]).RemoveContained(bucketed, keep);
     }
   }
 }

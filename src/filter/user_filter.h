@@ -84,8 +84,9 @@ class UserFilter {
                   int64_t event_ms);
 
   // Clears keep[i] for every hash the live slices claim. keep[i] == 0 on
-  // entry is left alone. Sorts the candidates once (candidate_sort.h) and
-  // merges them with every live run.
+  // entry is left alone. Groups the candidates once by their hash's top
+  // bits (CandidateSorter::Bucket) and walks every live run against the
+  // buckets (FingerprintRunView::RemoveContained): O(m + codes).
   void RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
                      absl::Span<const uint64_t> hashes, uint8_t* keep) const;
   bool MayContain(const FilterPolicy& policy, int64_t now_ms,

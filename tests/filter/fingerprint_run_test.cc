@@ -442,5 +442,99 @@ TEST(FingerprintRunViewTest, ViewAtAnyBitOffsetAnswersLikeTheRun) {
   }
 }
 
+// RemoveContained (the run-driven walk over the candidates' buckets) must
+// clear exactly what Contains claims: for runs sparser and denser than the
+// batch, prefix and non-power-of-two universes, precisions below the bucket
+// bits (b = 5), batches of every bucket width (m = 1: one bucket), crowded
+// buckets (20 copies of one member: past the fixed window), and candidates
+// on the first and last prefix of a member's fingerprint (the edges of the
+// bucket range the walk derives).
+TEST(FingerprintRunViewTest, RemoveContainedMatchesContainsForEveryCandidate) {
+  CandidateSorter sorter;
+  for (size_t n : {1, 20, 333, 2000, 50000}) {
+    const std::vector<uint64_t> items = RandomHashes(n, 70 + n);
+    for (int b : {5, 17, 32}) {
+      // 2^32 - 1: fingerprints near 2^32, where a bucket bound rounded up
+      // would overshoot (fingerprint_run.cc, RemoveContained).
+      for (uint64_t u : {uint64_t{27}, uint64_t{1} << 17, UniverseFor(n, 0.3),
+                         UniverseFor(n, 0.01) | 1, (uint64_t{1} << 32) - 1}) {
+        if (u > (uint64_t{1} << b) || u < 2) continue;
+        const FingerprintRun run = MustBuild(items, b, u);
+        for (size_t m : {1, 2, 300, 5000}) {
+          std::vector<uint64_t> cands = MixedCandidates(items, m, n + u + m);
+          // Edges: the smallest hash of some member's fingerprint and the
+          // largest hash just below it.
+          const std::vector<uint32_t> fps = run.Fingerprints();
+          for (size_t i = 1; i < m && !fps.empty(); i += 7) {
+            const uint64_t f = fps[(i * 31) % fps.size()];
+            // First b-bit prefix p with floor(p u / 2^b) = f.
+            const uint64_t p = static_cast<uint64_t>(
+                ((static_cast<unsigned __int128>(f) << b) + u - 1) / u);
+            cands[i] = p << (64 - b);
+            if (p > 0 && i + 1 < m) cands[i + 1] = (p << (64 - b)) - 1;
+            // Last prefix of f (all low bits set) and the first of f + 1.
+            const uint64_t p_end = static_cast<uint64_t>(
+                ((static_cast<unsigned __int128>(f + 1) << b) + u - 1) / u);
+            if (i + 2 < m)
+              cands[i + 2] =
+                  ((p_end - 1) << (64 - b)) | ((uint64_t{1} << (64 - b)) - 1);
+            if (i + 3 < m && p_end < (uint64_t{1} << b)) {
+              cands[i + 3] = p_end << (64 - b);
+            }
+          }
+          for (size_t i = m / 2; i < m / 2 + 20 && i < m && m >= 40; ++i) {
+            cands[i] = items[0];  // a crowded bucket
+          }
+          std::vector<uint64_t> keys(m);
+          for (size_t i = 0; i < m; ++i) {
+            keys[i] =
+                FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
+          }
+          const BucketedCandidates bucketed = sorter.Bucket(keys);
+          std::vector<uint8_t> keep(m, 1);
+          for (size_t i = 0; i < m; i += 13) keep[i] = 0;  // stay cleared
+          std::vector<uint8_t> expected = keep;
+          size_t members = 0;
+          for (size_t i = 0; i < m; ++i) {
+            if (run.Contains(cands[i])) {
+              expected[i] = 0;
+              ++members;
+            }
+          }
+          run.view().RemoveContained(bucketed, keep.data());
+          ASSERT_EQ(keep, expected)
+              << "n=" << n << " b=" << b << " u=" << u << " m=" << m;
+          if (m >= 300) {
+            ASSERT_GT(members, m / 4);  // the check has teeth
+          }
+        }
+      }
+    }
+  }
+}
+
+// The bucket pass pads its keys with zeros (tag 0) so the fixed-width check
+// may read past the last bucket; a zero hash has fingerprint 0, so a run
+// holding 0 must not let the padding clear candidate 0, a non-member.
+TEST(FingerprintRunViewTest, RemoveContainedPaddingNeverClearsCandidateZero) {
+  std::vector<uint64_t> items = RandomHashes(300, 9);
+  items.push_back(0);  // fingerprint 0 for every (b, U)
+  const FingerprintRun run = MustBuild(items, 32, UniverseFor(301, 0.01));
+  CandidateSorter sorter;
+  for (size_t m : {1, 2, 3, 7}) {
+    std::vector<uint64_t> keys;
+    for (uint64_t h : RandomHashes(m, 100 + m)) {
+      // Upper half: candidate 0 is not in fingerprint 0's bucket.
+      h |= uint64_t{1} << 63;
+      ASSERT_FALSE(run.Contains(h));  // fresh at 1%: seeds checked
+      keys.push_back(
+          FingerprintRun::SortKey(h, static_cast<uint32_t>(keys.size())));
+    }
+    std::vector<uint8_t> keep(m, 1);
+    run.view().RemoveContained(sorter.Bucket(keys), keep.data());
+    EXPECT_EQ(keep, std::vector<uint8_t>(m, 1)) << "m=" << m;
+  }
+}
+
 }  // namespace
 }  // namespace exposure_filter
