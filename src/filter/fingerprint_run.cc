@@ -451,6 +451,28 @@ void FingerprintRunView::AppendFingerprints(std::vector<uint32_t>* out) const {
 
 void FingerprintRunView::CopyPayloadTo(uint64_t* dst,
                                        uint64_t dst_offset) const {
+  if (payload_bits_ == 0) return;
+  if (((bit_offset_ ^ dst_offset) & 63) == 0) {
+    // Same position in the word (a run that did not move when UserFilter
+    // rebuilds its allocation): whole words, the partial ones masked.
+    uint64_t src = bit_offset_ >> 6;
+    uint64_t to = dst_offset >> 6;
+    uint64_t left = payload_bits_;
+    const unsigned s = bit_offset_ & 63;
+    if (s != 0) {
+      const uint64_t n = std::min<uint64_t>(64 - s, left);
+      const uint64_t mask = ((uint64_t{1} << n) - 1) << s;  // n <= 63
+      dst[to++] |= words_[src++] & mask;
+      left -= n;
+    }
+    const uint64_t full = left >> 6;
+    std::memcpy(dst + to, words_ + src, full * sizeof(uint64_t));
+    left &= 63;
+    if (left != 0) {
+      dst[to + full] |= words_[src + full] & ((uint64_t{1} << left) - 1);
+    }
+    return;
+  }
   // 64 bits at a time: Peek64 may read the word after the payload's last
   // one (readable by this class's contract); the last chunk is masked.
   for (uint64_t done = 0; done < payload_bits_; done += 64) {
