@@ -321,6 +321,14 @@ const BloomSlices* UserFilter::legacy() const {
   return l == nullptr ? nullptr : &l->slices;
 }
 
+uint64_t UserFilter::tail_items() const {
+  uint64_t n = 0;
+  for (const RunMeta& r : Decode().runs) {
+    if (r.tail) n += r.count;
+  }
+  return n;
+}
+
 void UserFilter::SetKey(absl::string_view key) {
   const std::string copy(key);
   Tables t = Decode();
@@ -429,9 +437,8 @@ bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
     SetFingerprints(main, Union(Fingerprints(main), add));
     return true;
   }
-  std::vector<uint32_t> tail_fps =
-      Union(tail == nullptr ? std::vector<uint32_t>{} : Fingerprints(*tail),
-            add);
+  std::vector<uint32_t> tail_fps = Union(
+      tail == nullptr ? std::vector<uint32_t>{} : Fingerprints(*tail), add);
   if (tail_fps.size() >
       std::max<uint64_t>(kTailMinItems, main.meta.count / kTailFraction)) {
     // Merge: re-encodes main + tail, at most kTailFraction + 1 codes per

@@ -168,6 +168,9 @@ class UserFilter {
     }
   }
 
+  // Items held in tail runs (see "Writes"), 0 once merged: for tests.
+  uint64_t tail_items() const;
+
   // Legacy Bloom slices (null if none): for tests and the interim encoders.
   const BloomSlices* legacy() const;
 
