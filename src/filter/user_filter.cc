@@ -26,6 +26,9 @@ namespace {
 // the 4 bytes before the header.
 constexpr uint16_t kLongKey = 0xffff;
 constexpr uint8_t kHasLegacy = 1;
+// Record's claimed-check walks a run word by word above this many codes
+// per item (a word holds ~40 codes at the Rice parameters runs get).
+constexpr size_t kSparseCodesPerKey = 64;
 
 size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
@@ -616,7 +619,13 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   SortKeysByHashPrefix(absl::MakeSpan(keys), scratch);
   std::vector<uint8_t> fresh(hashes.size(), 1);
   for (const RunPlan& r : slice.runs) {
-    View(r.meta).RemoveContainedSorted(keys, fresh.data());
+    // Few items against a long run (a call's 20 against thousands): pass
+    // over whole words of codes (FingerprintRunView::RemoveContainedSparse).
+    if (keys.size() * kSparseCodesPerKey < r.meta.count) {
+      View(r.meta).RemoveContainedSparse(keys, fresh.data());
+    } else {
+      View(r.meta).RemoveContainedSorted(keys, fresh.data());
+    }
   }
   if (old != nullptr) {
     for (const BloomSlices::Slice& s : old->slices()) {

@@ -442,5 +442,55 @@ TEST(FingerprintRunViewTest, ViewAtAnyBitOffsetAnswersLikeTheRun) {
   }
 }
 
+// RemoveContainedSparse (UserFilter::Record's few-items check) against the
+// merge and single lookups: runs packed at every bit offset of a buffer
+// full of other set bits (as UserFilter packs runs beside each other and
+// its tables), few and many keys, hits, misses and duplicates, Rice
+// parameters from 0 up.
+TEST(FingerprintRunTest, SparseWalkMatchesTheMergeAtAnyOffset) {
+  std::mt19937_64 rng(77);
+  for (size_t n : {size_t{1}, size_t{20}, size_t{333}, size_t{5000}}) {
+    const std::vector<uint64_t> items = RandomHashes(n, 900 + n);
+    // A dense universe (k = 0 or 1), a 1% one, a prefix run as UserFilter's.
+    for (uint64_t u : {std::max<uint64_t>(2, n + n / 2), UniverseFor(n, 0.01),
+                       uint64_t{1} << 22}) {
+      const int b = u == (uint64_t{1} << 22) ? 22 : 32;
+      const FingerprintRun run = MustBuild(items, b, u);
+      const FingerprintRunView v0 = run.view();
+      for (uint64_t offset : {0, 1, 31, 63, 64 + 17}) {
+        const size_t words = (offset + v0.payload_bits()) / 64 + 3;
+        std::vector<uint64_t> buf(words);
+        for (uint64_t& w : buf) w = rng();
+        for (uint64_t bit = offset; bit < offset + v0.payload_bits(); ++bit) {
+          buf[bit / 64] &= ~(uint64_t{1} << (bit % 64));
+        }
+        v0.CopyPayloadTo(buf.data(), offset);
+        const FingerprintRunView v(buf.data(), offset, v0.count(), u, b,
+                                   v0.rice_k(), v0.payload_bits());
+        for (size_t m : {size_t{1}, size_t{3}, size_t{20}, size_t{400}}) {
+          const std::vector<uint64_t> cands =
+              MixedCandidates(items, m, n * 31 + m + offset);
+          std::vector<uint64_t> keys(m);
+          for (size_t i = 0; i < m; ++i) {
+            keys[i] =
+                FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
+          }
+          std::sort(keys.begin(), keys.end());
+          std::vector<uint8_t> expected(m, 1), merge(m, 1), sparse(m, 1);
+          for (size_t i = 0; i < m; ++i) {
+            if (run.Contains(cands[i])) expected[i] = 0;
+          }
+          v.RemoveContainedSorted(keys, merge.data());
+          v.RemoveContainedSparse(keys, sparse.data());
+          ASSERT_EQ(merge, expected) << "n=" << n << " u=" << u;
+          ASSERT_EQ(sparse, expected)
+              << "n=" << n << " u=" << u << " k=" << v.rice_k()
+              << " offset=" << offset << " m=" << m;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace exposure_filter
