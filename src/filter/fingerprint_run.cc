@@ -76,6 +76,48 @@ class RunDecoder {
   uint64_t bits_ = 0;
 };
 
+// Sums runs of consecutive k-bit fields (1 <= k <= 31) inside a payload:
+// one 64-bit peek per 64 / k fields, summed in the register by pairwise
+// SWAR adds. A slot of width w holding the sum of w / k fields is below
+// (w / k) 2^k <= 2^w, so adding neighbouring slots never carries into the
+// next: after ceil(log2(64 / k)) levels the sum sits in the low slot.
+class FieldSummer {
+ public:
+  explicit FieldSummer(int k) : k_(k), per_(64 / k) {
+    for (uint64_t w = k; w < uint64_t{per_} * k; w *= 2) {
+      uint64_t m = 0;
+      for (uint64_t start = 0; start < 64; start += 2 * w) {
+        m |= ((uint64_t{1} << w) - 1) << start;  // w <= 32 here
+      }
+      masks_[levels_++] = m;
+    }
+  }
+  // The c >= 1 fields from bit `pos`, all inside the payload.
+  uint64_t Sum(const uint64_t* words, uint64_t pos, uint32_t c) const {
+    uint64_t sum = 0;
+    while (c > 0) {
+      const uint32_t take = std::min(c, per_);
+      const uint64_t bits = uint64_t{take} * k_;  // <= 64
+      uint64_t v = Peek64(words, pos);
+      if (bits < 64) v &= (uint64_t{1} << bits) - 1;
+      uint64_t w = k_;
+      for (int l = 0; l < levels_; ++l, w *= 2) {
+        v = (v & masks_[l]) + ((v >> w) & masks_[l]);
+      }
+      sum += v;
+      pos += bits;
+      c -= take;
+    }
+    return sum;
+  }
+
+ private:
+  int k_;
+  uint32_t per_;
+  int levels_ = 0;
+  uint64_t masks_[6] = {};
+};
+
 absl::Status ValidateShape(int b, uint64_t u) {
   if (b < FingerprintRun::kMinPrecision || b > FingerprintRun::kMaxPrecision) {
     return absl::InvalidArgumentError(
@@ -452,6 +494,7 @@ void FingerprintRunView::RemoveContainedSparse(
   uint64_t unary_pos = bit_offset_ + uint64_t{count_} * k;
   uint64_t word = unary_pos >> 6;
   uint64_t bits = words_[word] & (~uint64_t{0} << (unary_pos & 63));
+  const FieldSummer summer(k == 0 ? 1 : k);
   // A word whose skip failed is decoded code by code, not summed again.
   uint64_t failed_word = ~uint64_t{0};
   for (const uint64_t key : sorted_keys) {
@@ -465,12 +508,8 @@ void FingerprintRunView::RemoveContainedSparse(
       if (c != 0 && idx + c < count_ && word != failed_word) {
         const uint64_t last = (word << 6) + 63 - absl::countl_zero(bits);
         const uint64_t sum_q = last + 1 - unary_pos - c;
-        uint64_t sum_r = 0;
-        if (k != 0) {
-          for (uint32_t j = idx; j < idx + c; ++j) {
-            sum_r += Peek64(words_, rem_base + uint64_t{j} * k) & mask;
-          }
-        }
+        const uint64_t sum_r =
+            k == 0 ? 0 : summer.Sum(words_, rem_base + uint64_t{idx} * k, c);
         const uint64_t f_last = next + (sum_q << k) + sum_r + c - 1;
         if (f_last < x) {
           cur = f_last;
