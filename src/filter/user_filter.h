@@ -39,9 +39,10 @@
 // slice opens a new run, when the slice is sealed (every open run is merged
 // into the sealed one) and in ToParts (snapshots and GetFilter never see a
 // tail). Unchanged runs before the changed one are copied word by word.
-// Still O(run) per write: finding which items are new decodes every run of
-// the slice (FingerprintRunView::RemoveContainedSorted), and the allocation
-// is rebuilt (a copy).
+// Still O(run) per write: finding which items are new passes over every
+// run of the slice (a word of codes at a time for long runs:
+// FingerprintRunView::RemoveContainedSparse), and the allocation is rebuilt
+// (a copy).
 //
 // Thread-compatibility: const methods may run concurrently; mutation needs
 // exclusive access (the store's shard lock provides it). Touch() is the one
