@@ -76,6 +76,48 @@ class RunDecoder {
   uint64_t bits_ = 0;
 };
 
+// Sums runs of consecutive k-bit fields (1 <= k <= 31) inside a payload:
+// one 64-bit peek per 64 / k fields, summed in the register by pairwise
+// SWAR adds. A slot of width w holding the sum of w / k fields is below
+// (w / k) 2^k <= 2^w, so adding neighbouring slots never carries into the
+// next: after ceil(log2(64 / k)) levels the sum sits in the low slot.
+class FieldSummer {
+ public:
+  explicit FieldSummer(int k) : k_(k), per_(64 / k) {
+    for (uint64_t w = k; w < uint64_t{per_} * k; w *= 2) {
+      uint64_t m = 0;
+      for (uint64_t start = 0; start < 64; start += 2 * w) {
+        m |= ((uint64_t{1} << w) - 1) << start;  // w <= 32 here
+      }
+      masks_[levels_++] = m;
+    }
+  }
+  // The c >= 1 fields from bit `pos`, all inside the payload.
+  uint64_t Sum(const uint64_t* words, uint64_t pos, uint32_t c) const {
+    uint64_t sum = 0;
+    while (c > 0) {
+      const uint32_t take = std::min(c, per_);
+      const uint64_t bits = uint64_t{take} * k_;  // <= 64
+      uint64_t v = Peek64(words, pos);
+      if (bits < 64) v &= (uint64_t{1} << bits) - 1;
+      uint64_t w = k_;
+      for (int l = 0; l < levels_; ++l, w *= 2) {
+        v = (v & masks_[l]) + ((v >> w) & masks_[l]);
+      }
+      sum += v;
+      pos += bits;
+      c -= take;
+    }
+    return sum;
+  }
+
+ private:
+  int k_;
+  uint32_t per_;
+  int levels_ = 0;
+  uint64_t masks_[6] = {};
+};
+
 absl::Status ValidateShape(int b, uint64_t u) {
   if (b < FingerprintRun::kMinPrecision || b > FingerprintRun::kMaxPrecision) {
     return absl::InvalidArgumentError(
@@ -533,6 +575,61 @@ void FingerprintRunView::RemoveContained(const BucketedCandidates& candidates,
         }
       }
     }
+void FingerprintRunView::RemoveContainedSparse(
+    absl::Span<const uint64_t> sorted_keys, uint8_t* keep) const {
+  if (count_ == 0 || sorted_keys.empty()) return;
+  const int b = precision_;
+  const uint64_t u = universe_;
+  const int k = rice_k_;
+  const uint64_t mask = (uint64_t{1} << k) - 1;
+  const uint64_t rem_base = bit_offset_;
+  // Decoder state: `idx` codes consumed, the last one's fingerprint `cur`
+  // (valid once idx > 0); the next unary part starts at `unary_pos`, and
+  // `bits` holds word `word`'s one bits from there on.
+  uint32_t idx = 0;
+  uint64_t cur = 0;
+  uint64_t unary_pos = bit_offset_ + uint64_t{count_} * k;
+  uint64_t word = unary_pos >> 6;
+  uint64_t bits = words_[word] & (~uint64_t{0} << (unary_pos & 63));
+  const FieldSummer summer(k == 0 ? 1 : k);
+  // A word whose skip failed is decoded code by code, not summed again.
+  uint64_t failed_word = ~uint64_t{0};
+  for (const uint64_t key : sorted_keys) {
+    const uint64_t x = FingerprintRun::Fingerprint(key, b, u);
+    while (idx == 0 || cur < x) {
+      const uint64_t next = idx == 0 ? 0 : cur + 1;
+      const uint32_t c = static_cast<uint32_t>(absl::popcount(bits));
+      // Only when codes remain after this word's: then every one bit in it
+      // is this run's (the run's last one bit is in a later word), whatever
+      // follows the payload.
+      if (c != 0 && idx + c < count_ && word != failed_word) {
+        const uint64_t last = (word << 6) + 63 - absl::countl_zero(bits);
+        const uint64_t sum_q = last + 1 - unary_pos - c;
+        const uint64_t sum_r =
+            k == 0 ? 0 : summer.Sum(words_, rem_base + uint64_t{idx} * k, c);
+        const uint64_t f_last = next + (sum_q << k) + sum_r + c - 1;
+        if (f_last < x) {
+          cur = f_last;
+          idx += c;
+          unary_pos = last + 1;
+          bits = words_[++word];
+          continue;
+        }
+        failed_word = word;
+      }
+      if (idx == count_) return;  // every later key is larger
+      // One code: its unary part ends at the next one bit.
+      while (bits == 0) bits = words_[++word];
+      const uint64_t one = (word << 6) + absl::countr_zero(bits);
+      bits &= bits - 1;
+      const uint64_t q = one - unary_pos;
+      unary_pos = one + 1;
+      const uint64_t r =
+          k == 0 ? 0 : Peek64(words_, rem_base + uint64_t{idx} * k) & mask;
+      cur = next + ((q << k) | r);
+      ++idx;
+    }
+    if (cur == x) keep[static_cast<uint32_t>(key)] = 0;
   }
 }
 
@@ -551,6 +648,28 @@ void FingerprintRunView::AppendFingerprints(std::vector<uint32_t>* out) const {
 
 void FingerprintRunView::CopyPayloadTo(uint64_t* dst,
                                        uint64_t dst_offset) const {
+  if (payload_bits_ == 0) return;
+  if (((bit_offset_ ^ dst_offset) & 63) == 0) {
+    // Same position in the word (a run that did not move when UserFilter
+    // rebuilds its allocation): whole words, the partial ones masked.
+    uint64_t src = bit_offset_ >> 6;
+    uint64_t to = dst_offset >> 6;
+    uint64_t left = payload_bits_;
+    const unsigned s = bit_offset_ & 63;
+    if (s != 0) {
+      const uint64_t n = std::min<uint64_t>(64 - s, left);
+      const uint64_t mask = ((uint64_t{1} << n) - 1) << s;  // n <= 63
+      dst[to++] |= words_[src++] & mask;
+      left -= n;
+    }
+    const uint64_t full = left >> 6;
+    std::memcpy(dst + to, words_ + src, full * sizeof(uint64_t));
+    left &= 63;
+    if (left != 0) {
+      dst[to + full] |= words_[src + full] & ((uint64_t{1} << left) - 1);
+    }
+    return;
+  }
   // 64 bits at a time: Peek64 may read the word after the payload's last
   // one (readable by this class's contract); the last chunk is masked.
   for (uint64_t done = 0; done < payload_bits_; done += 64) {

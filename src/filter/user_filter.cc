@@ -26,6 +26,9 @@ namespace {
 // the 4 bytes before the header.
 constexpr uint16_t kLongKey = 0xffff;
 constexpr uint8_t kHasLegacy = 1;
+// Record's claimed-check walks a run word by word above this many codes
+// per item (a word holds ~40 codes at the Rice parameters runs get).
+constexpr size_t kSparseCodesPerKey = 64;
 
 size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
@@ -177,6 +180,7 @@ UserFilter::Tables UserFilter::Decode() const {
       r.precision = static_cast<uint8_t>((packed & 31) + 1);
       r.rice_k = static_cast<uint8_t>((packed >> 5) & 31);
       r.open = ((packed >> 10) & 1) != 0;
+      r.tail = ((packed >> 11) & 1) != 0;
       // An open run is a prefix run: U = 2^b, not stored.
       r.universe = r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
       r.weight = r.count + (r.open ? 0 : GetVarint(p));
@@ -257,7 +261,8 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
       PutVarint(&tables, r.meta.capacity - r.meta.count);
       PutVarint(&tables, uint64_t{r.meta.precision - 1u} |
                              uint64_t{r.meta.rice_k} << 5 |
-                             uint64_t{r.meta.open ? 1u : 0u} << 10);
+                             uint64_t{r.meta.open ? 1u : 0u} << 10 |
+                             uint64_t{r.meta.tail ? 1u : 0u} << 11);
       if (!r.meta.open) {
         PutVarint(&tables, r.meta.universe - 1);
         PutVarint(&tables, r.meta.weight - r.meta.count);
@@ -320,6 +325,14 @@ const BloomSlices* UserFilter::legacy() const {
   return l == nullptr ? nullptr : &l->slices;
 }
 
+uint64_t UserFilter::tail_items() const {
+  uint64_t n = 0;
+  for (const RunMeta& r : Decode().runs) {
+    if (r.tail) n += r.count;
+  }
+  return n;
+}
+
 void UserFilter::SetKey(absl::string_view key) {
   const std::string copy(key);
   Tables t = Decode();
@@ -379,6 +392,86 @@ std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+std::vector<uint32_t> UserFilter::Fingerprints(const RunPlan& r) const {
+  if (r.src == nullptr) return r.fps;
+  std::vector<uint32_t> fps;
+  View(r.meta).AppendFingerprints(&fps);
+  return fps;
+}
+
+std::vector<uint32_t> UserFilter::Union(const std::vector<uint32_t>& a,
+                                        const std::vector<uint32_t>& b) {
+  std::vector<uint32_t> all;
+  all.reserve(a.size() + b.size());
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(),
+                 std::back_inserter(all));
+  return all;
+}
+
+void UserFilter::SetFingerprints(RunPlan& r, std::vector<uint32_t> fps) {
+  // Open runs are prefix runs: weight = count (RunMeta::weight). Kept
+  // current so that SealQuiet, later in the same write, sums the true F.
+  r.src = nullptr;
+  r.meta.count = static_cast<uint32_t>(fps.size());
+  r.meta.weight = r.meta.count;
+  r.fps = std::move(fps);
+}
+
+bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
+                          std::vector<uint32_t> add, double fp, double budget,
+                          uint64_t* added) const {
+  RunPlan& main = slice.runs[open];
+  RunPlan* tail = open + 1 < slice.runs.size() && slice.runs[open + 1].meta.tail
+                      ? &slice.runs[open + 1]
+                      : nullptr;
+  const uint64_t tail_count = tail == nullptr ? 0 : tail->meta.count;
+  // Record passes only items no run of the slice claims, so `add` is
+  // disjoint from the main run and its tail: the run grows by add.size()
+  // and F by add.size() / 2^b.
+  const uint64_t n_new = add.size();
+  if (main.meta.count + tail_count + n_new > main.meta.capacity) return false;
+  if (fp + std::ldexp(static_cast<double>(n_new), -main.meta.precision) >
+      budget) {
+    return false;
+  }
+  *added = n_new;
+  if (tail == nullptr && main.meta.count < kTailFromItems) {
+    SetFingerprints(main, Union(Fingerprints(main), add));
+    return true;
+  }
+  std::vector<uint32_t> tail_fps = Union(
+      tail == nullptr ? std::vector<uint32_t>{} : Fingerprints(*tail), add);
+  if (tail_fps.size() >
+      std::max<uint64_t>(kTailMinItems, main.meta.count / kTailFraction)) {
+    // Merge: re-encodes main + tail, at most kTailFraction + 1 codes per
+    // item the tail took since the last merge.
+    SetFingerprints(main, Union(Fingerprints(main), tail_fps));
+    if (tail != nullptr) SetFingerprints(*tail, {});  // Rebuild drops it
+    return true;
+  }
+  if (tail != nullptr) {
+    SetFingerprints(*tail, std::move(tail_fps));
+    tail->meta.capacity = 0;  // = count (Rebuild)
+    return true;
+  }
+  RunPlan t;
+  t.meta.precision = main.meta.precision;
+  t.meta.universe = main.meta.universe;
+  t.meta.open = true;
+  t.meta.tail = true;
+  SetFingerprints(t, std::move(tail_fps));
+  slice.runs.insert(slice.runs.begin() + open + 1, std::move(t));
+  return true;
+}
+
+void UserFilter::MergeTail(SlicePlan& slice, size_t open) const {
+  if (open + 1 >= slice.runs.size() || !slice.runs[open + 1].meta.tail) return;
+  RunPlan& tail = slice.runs[open + 1];
+  RunPlan& main = slice.runs[open];
+  SetFingerprints(main, Union(Fingerprints(main), Fingerprints(tail)));
+  SetFingerprints(tail, {});  // Rebuild drops it
 }
 
 void UserFilter::SealQuiet(const FilterPolicy& policy,
@@ -538,7 +631,13 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   SortKeysByHashPrefix(absl::MakeSpan(keys), scratch);
   std::vector<uint8_t> fresh(hashes.size(), 1);
   for (const RunPlan& r : slice.runs) {
-    View(r.meta).RemoveContainedSorted(keys, fresh.data());
+    // Few items against a long run (a call's 20 against thousands): pass
+    // over whole words of codes (FingerprintRunView::RemoveContainedSparse).
+    if (keys.size() * kSparseCodesPerKey < r.meta.count) {
+      View(r.meta).RemoveContainedSparse(keys, fresh.data());
+    } else {
+      View(r.meta).RemoveContainedSorted(keys, fresh.data());
+    }
   }
   if (old != nullptr) {
     for (const BloomSlices::Slice& s : old->slices()) {
@@ -577,25 +676,22 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       f.erase(std::unique(f.begin(), f.end()), f.end());
       return f;
     };
-    RunPlan* open = nullptr;
+    // The newest open run (a tail follows its main run) and the first
+    // sealed run; indices into slice.runs, which JoinOpen may grow.
+    size_t open = slice.runs.size();
     RunPlan* sealed = nullptr;
-    for (RunPlan& r : slice.runs) {
-      if (r.meta.open) open = &r;  // the newest open run
-      if (!r.meta.open && sealed == nullptr) sealed = &r;
+    for (size_t j = 0; j < slice.runs.size(); ++j) {
+      const RunPlan& r = slice.runs[j];
+      if (r.meta.open && !r.meta.tail) open = j;
+      if (!r.meta.open && sealed == nullptr) sealed = &slice.runs[j];
     }
-    // Joins `target` if it stays within its capacity and F within budget.
-    auto try_join = [&](RunPlan* target, bool check_capacity) {
-      if (target == nullptr) return false;
+    // Joins the sealed run if it stays within budget (it has no capacity:
+    // JoinsSealed decided the share).
+    auto join_sealed = [&](RunPlan* target) {
       std::vector<uint32_t> add =
           fingerprints(target->meta.precision, target->meta.universe);
-      std::vector<uint32_t> have;
-      View(target->meta).AppendFingerprints(&have);
-      std::vector<uint32_t> all;
-      all.reserve(have.size() + add.size());
-      std::set_union(have.begin(), have.end(), add.begin(), add.end(),
-                     std::back_inserter(all));
-      const uint64_t n_new = all.size() - have.size();
-      if (check_capacity && all.size() > target->meta.capacity) return false;
+      std::vector<uint32_t> all = Union(Fingerprints(*target), add);
+      const uint64_t n_new = all.size() - target->meta.count;
       const uint64_t weight =
           Weight(all, target->meta.precision, target->meta.universe);
       if (fp - target->meta.fp() +
@@ -604,18 +700,28 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
         return false;
       }
       target->src = nullptr;
+      target->meta.count = static_cast<uint32_t>(all.size());
+      target->meta.weight = weight;
+      target->meta.capacity = 0;  // = count (Rebuild)
       target->fps = std::move(all);
-      if (!check_capacity) target->meta.capacity = 0;  // = count (Rebuild)
       added = n_new;
       return true;
     };
-    bool done = try_join(open, /*check_capacity=*/true);
+    bool done = false;
+    if (open < slice.runs.size()) {
+      const RunMeta& o = slice.runs[open].meta;
+      done = JoinOpen(slice, open, fingerprints(o.precision, o.universe), fp,
+                      budget, &added);
+    }
     if (!done && sealed != nullptr &&
         RunSizing::JoinsSealed(budget, fp, sealed->meta.universe,
                                sealed->meta.count, m, items + m, window)) {
-      done = try_join(sealed, /*check_capacity=*/false);
+      done = join_sealed(sealed);
     }
     if (!done) {
+      // The slice outgrew its open run: the run keeps its items, its tail
+      // with them (only the newest open run has one).
+      if (open < slice.runs.size()) MergeTail(slice, open);
       uint64_t slice_items = 0;
       for (const RunPlan& r : slice.runs) slice_items += r.meta.count;
       const OpenRunShape shape =
@@ -626,6 +732,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       r.meta.universe = shape.universe;
       r.meta.open = true;
       r.fps = fingerprints(shape.precision, shape.universe);
+      r.meta.count = static_cast<uint32_t>(r.fps.size());
+      r.meta.weight = r.meta.count;  // a prefix run
       // capacity >= 2 (items + m) >= m unless the budget is exhausted even
       // at b = 32 (F then exceeds it by this run: recording must not lose
       // items). Rebuild raises capacity to the count.
@@ -807,7 +915,8 @@ UserFilterStats UserFilter::Stats(const FilterPolicy& policy,
       const RunMeta& run = t.runs[k];
       Row& r = row(s.index);
       r.s.items += run.count;
-      r.s.capacity += run.capacity;
+      // A tail's items are within its main run's capacity.
+      if (!run.tail) r.s.capacity += run.capacity;
       r.s.bytes += (run.payload_bits + 7) / 8;
       ++r.s.segments;
       r.s.estimated_fp_rate += run.fp();
@@ -870,9 +979,23 @@ FilterParts UserFilter::ToParts() const {
     for (int j = 0; j < s.num_runs; ++j, ++k) {
       const RunMeta& r = t.runs[k];
       RunPart rp;
-      // CopyOf only fails for shapes Rebuild never stores.
-      rp.run = *FingerprintRun::CopyOf(View(r));
-      rp.capacity = r.capacity;
+      if (j + 1 < s.num_runs && t.runs[k + 1].tail) {
+        // A tail is how writes are stored, not part of the filter: parts
+        // (snapshots, GetFilter) hold it merged into its main run, which
+        // has the pair's capacity.
+        std::vector<uint32_t> a, b;
+        View(r).AppendFingerprints(&a);
+        View(t.runs[k + 1]).AppendFingerprints(&b);
+        // Same (b, U) and fingerprints < U: FromFingerprints cannot fail.
+        rp.run = *FingerprintRun::FromFingerprints(Union(a, b), r.precision,
+                                                   r.universe);
+        ++j;
+        ++k;
+      } else {
+        // CopyOf only fails for shapes Rebuild never stores.
+        rp.run = *FingerprintRun::CopyOf(View(r));
+      }
+      rp.capacity = std::max(r.capacity, rp.run.count());
       rp.open = r.open;
       p.runs.push_back(std::move(rp));
     }

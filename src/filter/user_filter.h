@@ -27,8 +27,22 @@
 // fixed structs. The decoder's read of one word past the payload lands in
 // key, tables or the header's first (immutable) 8 bytes, never in the
 // atomic last-active time, so concurrent readers and Touch() do not race.
-// Each write re-encodes the run it changes and rebuilds the allocation:
-// O(items of that run).
+// Writes. A write joins the slice's newest open run. While that run is
+// small it is re-encoded with the new items; once it holds kTailFromItems,
+// new items go to a TAIL run instead: a second prefix run of the same
+// precision b right after it, re-encoded alone. Same universe, so
+// F = sum n / 2^b is unchanged by the split (the two hold disjoint
+// fingerprints: Record only adds what no run of the slice claims). The tail
+// is merged into its main run when it passes max(kTailMinItems,
+// main / kTailFraction) items (geometric: each merge re-encodes <=
+// kTailFraction + 1 codes per item the tail took, amortized), before the
+// slice opens a new run, when the slice is sealed (every open run is merged
+// into the sealed one) and in ToParts (snapshots and GetFilter never see a
+// tail). Unchanged runs before the changed one are copied word by word.
+// Still O(run) per write: finding which items are new passes over every
+// run of the slice (a word of codes at a time for long runs:
+// FingerprintRunView::RemoveContainedSparse), and the allocation is rebuilt
+// (a copy).
 //
 // Thread-compatibility: const methods may run concurrently; mutation needs
 // exclusive access (the store's shard lock provides it). Touch() is the one
@@ -65,6 +79,16 @@ class UserFilter {
   // Most slices FromParts accepts (a live filter holds at most
   // FilterPolicy::kMaxLiveSlices + 1).
   static constexpr int kMaxPartsSlices = 64;
+  // Tail runs (see "Writes" above). Below kTailFromItems in the main open
+  // run, writes re-encode it (a few microseconds). Above it, a tail costs
+  // memory while it exists: splitting n items of one universe into n_t and
+  // n - n_t costs about n H(n_t / n) bits more than one run (which items
+  // are in which run), <= 0.33 bit/item at n_t = n / 17, against ~10
+  // bits/item: paid only by users whose open slice holds thousands of
+  // items, never by issue 15's patterns (docs/performance.md).
+  static constexpr uint32_t kTailFromItems = 4096;
+  static constexpr uint32_t kTailMinItems = 64;
+  static constexpr uint32_t kTailFraction = 16;
 
   UserFilter() = default;
   // An empty filter carrying `key` (the owner's map key).
@@ -146,6 +170,9 @@ class UserFilter {
     }
   }
 
+  // Items held in tail runs (see "Writes"), 0 once merged: for tests.
+  uint64_t tail_items() const;
+
   // Legacy Bloom slices (null if none): for tests and the interim encoders.
   const BloomSlices* legacy() const;
 
@@ -170,6 +197,9 @@ class UserFilter {
     uint8_t precision = 1;
     uint8_t rice_k = 0;
     bool open = false;
+    // The tail of the open run before it (same precision, open, prefix);
+    // its capacity is its count: the main run's capacity covers both.
+    bool tail = false;
     uint64_t bit_offset = 0;  // derived: where its codes start
     // Prefixes (of 2^precision) whose fingerprint is in the run: a fresh
     // hash is claimed with probability exactly weight / 2^precision. Equal
@@ -232,6 +262,22 @@ class UserFilter {
   static std::vector<uint32_t> RemapRuns(const UserFilter& f,
                                          const std::vector<RunPlan>& runs,
                                          int b, uint64_t u);
+  // The run's fingerprints, ascending (decoded, or the planned ones).
+  std::vector<uint32_t> Fingerprints(const RunPlan& r) const;
+  static std::vector<uint32_t> Union(const std::vector<uint32_t>& a,
+                                     const std::vector<uint32_t>& b);
+  // Plans the prefix run `r` to hold `fps` (count and weight kept current).
+  static void SetFingerprints(RunPlan& r, std::vector<uint32_t> fps);
+  // Adds `add` (ascending distinct fingerprints at its precision, claimed by
+  // no run of the slice) to slice.runs[open], the newest open run: the run
+  // itself while small, else its tail (inserted after it if none), merged
+  // into it when the tail passes max(kTailMinItems, main / kTailFraction).
+  // False, changing nothing, if the pair would pass the run's capacity or
+  // F (`fp` before) the budget; else *added = add.size().
+  bool JoinOpen(SlicePlan& slice, size_t open, std::vector<uint32_t> add,
+                double fp, double budget, uint64_t* added) const;
+  // Merges the tail of slice.runs[open], if any, into it.
+  void MergeTail(SlicePlan& slice, size_t open) const;
   // Seals quiet slices (RunSizing) in `plan`.
   void SealQuiet(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
                  double budget) const;

@@ -506,6 +506,62 @@ TEST(FingerprintRunViewTest, RemoveContainedMatchesContainsForEveryCandidate) {
               << "n=" << n << " b=" << b << " u=" << u << " m=" << m;
           if (m >= 300) {
             ASSERT_GT(members, m / 4);  // the check has teeth
+// RemoveContainedSparse (UserFilter::Record's few-items check) against the
+// merge and single lookups: runs packed at any bit offset of a buffer whose
+// other bits are random, all ones, or zero but for one set bit right after
+// the payload (a foreign "code" the word skip must not count); few and many
+// keys, hits, misses, duplicates and the universe's last fingerprint; Rice
+// parameters from 0 up.
+void CheckSparseWalk(const FingerprintRun& run, uint64_t offset, int garbage,
+                     const std::vector<uint64_t>& keys, std::mt19937_64& rng) {
+  const FingerprintRunView v0 = run.view();
+  const uint64_t end = offset + v0.payload_bits();
+  std::vector<uint64_t> buf(end / 64 + 3);
+  for (uint64_t& w : buf) {
+    w = garbage == 0 ? rng() : garbage == 1 ? ~uint64_t{0} : 0;
+  }
+  for (uint64_t bit = offset; bit < end; ++bit) {
+    buf[bit / 64] &= ~(uint64_t{1} << (bit % 64));
+  }
+  if (garbage == 2) buf[end / 64] |= uint64_t{1} << (end % 64);
+  v0.CopyPayloadTo(buf.data(), offset);
+  const FingerprintRunView v(buf.data(), offset, v0.count(), v0.universe(),
+                             v0.precision(), v0.rice_k(), v0.payload_bits());
+  const size_t m = keys.size();
+  std::vector<uint8_t> expected(m, 1), merge(m, 1), sparse(m, 1);
+  for (uint64_t key : keys) {
+    // The key's top 32 bits are the hash's (SortKey).
+    if (run.Contains(key)) expected[static_cast<uint32_t>(key)] = 0;
+  }
+  v.RemoveContainedSorted(keys, merge.data());
+  v.RemoveContainedSparse(keys, sparse.data());
+  ASSERT_EQ(merge, expected);
+  ASSERT_EQ(sparse, expected) << "k=" << v.rice_k() << " offset=" << offset
+                              << " garbage=" << garbage << " m=" << m;
+}
+
+TEST(FingerprintRunTest, SparseWalkMatchesTheMergeAtAnyOffset) {
+  std::mt19937_64 rng(77);
+  for (size_t n : {size_t{1}, size_t{20}, size_t{333}, size_t{5000}}) {
+    const std::vector<uint64_t> items = RandomHashes(n, 900 + n);
+    // A dense universe (k = 0 or 1), a 1% one, a prefix run as UserFilter's.
+    for (uint64_t u : {std::max<uint64_t>(2, n + n / 2), UniverseFor(n, 0.01),
+                       uint64_t{1} << 22}) {
+      const int b = u == (uint64_t{1} << 22) ? 22 : 32;
+      const FingerprintRun run = MustBuild(items, b, u);
+      for (size_t m : {size_t{1}, size_t{3}, size_t{20}, size_t{400}}) {
+        std::vector<uint64_t> cands = MixedCandidates(items, m, n * 31 + m);
+        cands.push_back(~uint64_t{0});  // the universe's last fingerprint
+        std::vector<uint64_t> keys(cands.size());
+        for (size_t i = 0; i < cands.size(); ++i) {
+          keys[i] = FingerprintRun::SortKey(cands[i], static_cast<uint32_t>(i));
+        }
+        std::sort(keys.begin(), keys.end());
+        for (uint64_t offset : {0, 1, 31, 63, 64 + 17}) {
+          for (int garbage = 0; garbage < 3; ++garbage) {
+            ASSERT_NO_FATAL_FAILURE(
+                CheckSparseWalk(run, offset, garbage, keys, rng))
+                << "n=" << n << " u=" << u;
           }
         }
       }
