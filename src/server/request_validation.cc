@@ -14,9 +14,9 @@ absl::Status ValidateKey(absl::string_view field, absl::string_view key,
                          const RequestLimits& limits) {
   if (key.empty()) return Invalid(field, "empty");
   if (key.size() > limits.max_id_bytes) {
-    return Invalid(field,
-                   absl::StrCat(key.size(), " bytes exceeds the limit of ",
-                                limits.max_id_bytes, " (--max_id_bytes)"));
+    return Invalid(field, absl::StrCat(key.size(), " bytes exceeds the limit of ",
+                                       limits.max_id_bytes,
+                                       " (--max_id_bytes)"));
   }
   return absl::OkStatus();
 }
@@ -29,8 +29,8 @@ absl::Status ValidateUserId(absl::string_view field, absl::string_view user_id,
 }
 
 absl::Status ValidateRecordExposure(
-    const exposure::v1::RecordExposureRequest& req, const RequestLimits& limits,
-    int64_t now_ms) {
+    const exposure::v1::RecordExposureRequest& req,
+    const RequestLimits& limits, int64_t now_ms) {
   if (absl::Status s = SurfaceRegistry::ValidateName(req.surface()); !s.ok()) {
     return s;
   }
@@ -47,8 +47,8 @@ absl::Status ValidateRecordExposure(
   for (int i = 0; i < req.exposures_size(); ++i) {
     const exposure::v1::Exposure& e = req.exposures(i);
     const std::string prefix = absl::StrCat("exposures[", i, "]");
-    if (absl::Status s = ValidateUserId(absl::StrCat(prefix, ".user_id"),
-                                        e.user_id(), limits);
+    if (absl::Status s =
+            ValidateUserId(absl::StrCat(prefix, ".user_id"), e.user_id(), limits);
         !s.ok()) {
       return s;
     }
@@ -58,13 +58,14 @@ absl::Status ValidateRecordExposure(
                                   " is negative (Unix ms expected; 0 = now)"));
     }
     if (e.event_time_ms() > latest_ok) {
-      return Invalid(absl::StrCat(prefix, ".event_time_ms"),
-                     absl::StrCat(e.event_time_ms(), " is ",
-                                  absl::FormatDuration(absl::Milliseconds(
-                                      e.event_time_ms() - now_ms)),
-                                  " ahead of server time (limit ",
-                                  absl::FormatDuration(limits.max_future_skew),
-                                  ", --max_future_skew)"));
+      return Invalid(
+          absl::StrCat(prefix, ".event_time_ms"),
+          absl::StrCat(e.event_time_ms(), " is ",
+                       absl::FormatDuration(absl::Milliseconds(
+                           e.event_time_ms() - now_ms)),
+                       " ahead of server time (limit ",
+                       absl::FormatDuration(limits.max_future_skew),
+                       ", --max_future_skew)"));
     }
     items += e.item_ids_size() + e.item_keys_size();
     if (items > limits.max_items_per_request) {
@@ -74,9 +75,9 @@ absl::Status ValidateRecordExposure(
                                   "(--max_items_per_request)"));
     }
     for (int j = 0; j < e.item_keys_size(); ++j) {
-      if (absl::Status s =
-              ValidateKey(absl::StrCat(prefix, ".item_keys[", j, "]"),
-                          e.item_keys(j), limits);
+      if (absl::Status s = ValidateKey(
+              absl::StrCat(prefix, ".item_keys[", j, "]"), e.item_keys(j),
+              limits);
           !s.ok()) {
         return s;
       }
