@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "exposure_filter/partitioning.h"
+#include "src/ingest/kafka_event_logger.h"
 
 namespace exposure_filter {
 namespace {
@@ -100,6 +101,7 @@ absl::StatusOr<std::unique_ptr<ExposureLogProducer>> ExposureLogProducer::Start(
     if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
   }
   std::string err;
+  conf->set("event_cb", &KafkaEventLogger(), err);
   if (conf->set("dr_cb", p->reports_.get(), err) != RdKafka::Conf::CONF_OK) {
     return absl::InternalError(absl::StrCat("kafka producer dr_cb: ", err));
   }

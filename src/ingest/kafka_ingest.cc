@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "src/ingest/kafka_event_logger.h"
 #include "src/ingest/kafka_message_encoder.h"
 
 namespace exposure_filter {
@@ -24,36 +25,6 @@ constexpr int kMetadataTimeoutMs = 15000;
 constexpr absl::Duration kRetryPeriod = absl::Milliseconds(500);
 // Consumer lag is refreshed this often when nothing is flushed.
 constexpr absl::Duration kStateRefreshPeriod = absl::Seconds(1);
-
-// librdkafka's own log lines and errors go to spdlog (it would print to
-// stderr); broker connection errors repeat, so they are rate limited.
-class KafkaEventLogger final : public RdKafka::EventCb {
- public:
-  void event_cb(RdKafka::Event& event) override {
-    switch (event.type()) {
-      case RdKafka::Event::EVENT_ERROR: {
-        uint64_t suppressed = 0;
-        if (limiter_.Allow(&suppressed)) {
-          spdlog::warn("kafka: {} ({} similar suppressed)", event.str(),
-                       suppressed);
-        }
-        break;
-      }
-      case RdKafka::Event::EVENT_LOG:
-        if (event.severity() <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
-          spdlog::warn("kafka: {} {}", event.fac(), event.str());
-        } else {
-          spdlog::debug("kafka: {} {}", event.fac(), event.str());
-        }
-        break;
-      default:
-        break;
-    }
-  }
-
- private:
-  LogRateLimiter limiter_{kLogInterval};
-};
 
 class CommitResultCounter final : public RdKafka::OffsetCommitCb {
  public:
@@ -78,12 +49,6 @@ class CommitResultCounter final : public RdKafka::OffsetCommitCb {
   std::atomic<uint64_t>* const errors_;
   LogRateLimiter limiter_{kLogInterval};
 };
-
-// Callbacks must outlive the consumer; one set per process is plenty.
-KafkaEventLogger& EventLogger() {
-  static KafkaEventLogger* logger = new KafkaEventLogger();
-  return *logger;
-}
 
 absl::Status SetConf(RdKafka::Conf* conf, const std::string& name,
                      const std::string& value) {
@@ -176,7 +141,7 @@ absl::StatusOr<std::unique_ptr<KafkaIngest>> KafkaIngest::Start(
     if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
   }
   std::string err;
-  conf->set("event_cb", &EventLogger(), err);
+  conf->set("event_cb", &KafkaEventLogger(), err);
   // Declared before the consumer, so it outlives librdkafka's last call.
   ingest->commit_counter_ =
       std::make_unique<CommitResultCounter>(&ingest->group_commit_errors_);
