@@ -284,6 +284,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     }
     s->kafka_ingest_ = *std::move(ingest);
     s->kafka_metrics_->Attach(s->kafka_ingest_.get());
+    s->kafka_metrics_->AttachProducer(s->log_producer_.get());
   }
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
@@ -370,7 +371,10 @@ void ExposureFilterServer::Shutdown() {
                       absl::ToChronoMilliseconds(config_.shutdown_grace));
     // Replicated writes: the drained calls have their answers; any still
     // waiting for Kafka get theirs (UNAVAILABLE if not acknowledged) here.
-    if (log_producer_ != nullptr) log_producer_->Close();
+    if (log_producer_ != nullptr) {
+      kafka_metrics_->AttachProducer(nullptr);
+      log_producer_->Close();
+    }
     // Kafka ingest (issue 7): its last batch is recorded and its offsets
     // logged before the final snapshot, which then holds them.
     if (kafka_ingest_ != nullptr) {
