@@ -37,10 +37,11 @@ absl::Status NotWritten(absl::string_view rpc, const std::string& topic,
       rpc, ": Kafka did not acknowledge ", failures.size(), " of ", total,
       " message", total == 1 ? "" : "s", " to topic ", topic,
       ", not written: ", named,
-      written == 0 ? "; nothing of this call was written"
-                   : absl::StrCat("; the other ", written,
-                                  " are written and every owner applies "
-                                  "them"),
+      written == 0   ? "; nothing of this call was written"
+      : written == 1 ? "; the other one is written and every owner applies it"
+                     : absl::StrCat("; the other ", written,
+                                    " are written and every owner applies "
+                                    "them"),
       "; retrying the call is safe (re-adding an item changes nothing)"));
 }
 
