@@ -16,6 +16,8 @@
 // item is filtered (acknowledged -> visible on every copy).
 //
 //   build/bench/replicated_write_bench --calls=2000 --threads=1
+//   build/bench/replicated_write_bench --calls=300 --freshness
+//   --fetch_wait_max_ms=10
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -40,6 +42,9 @@ ABSL_FLAG(int, calls, 2000, "RecordExposure calls per mode");
 ABSL_FLAG(int, threads, 1, "concurrent clients");
 ABSL_FLAG(int, items, 10, "item ids per call");
 ABSL_FLAG(int, partitions, 12, "topic partitions");
+ABSL_FLAG(std::string, fetch_wait_max_ms, "",
+          "librdkafka fetch.wait.max.ms of the consumers (\"\" = its default "
+          "500: the mock broker holds an empty fetch that long)");
 ABSL_FLAG(bool, freshness, false,
           "replicated: also measure acknowledged -> filtered on both copies "
           "(one client)");
@@ -165,6 +170,10 @@ int main(int argc, char** argv) {
       c.cluster.replication_factor = 2;
       c.kafka.brokers = (*cluster)->bootstrap_servers();
       c.kafka.max_batch_wait = absl::Milliseconds(5);
+      if (!absl::GetFlag(FLAGS_fetch_wait_max_ms).empty()) {
+        c.kafka.librdkafka_config.emplace_back(
+            "fetch.wait.max.ms", absl::GetFlag(FLAGS_fetch_wait_max_ms));
+      }
       auto server = ExposureFilterServer::Start(c, &clock);
       if (!server.ok()) {
         std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
@@ -198,8 +207,8 @@ int main(int argc, char** argv) {
       };
     }
     double wall = 0;
-    const std::vector<double> ms = Drive(
-        absl::StrCat("127.0.0.1:", servers[0]->port()), &wall, fresh);
+    const std::vector<double> ms =
+        Drive(absl::StrCat("127.0.0.1:", servers[0]->port()), &wall, fresh);
     Report("replicated", ms, wall);
     if (!fresh_ms.empty()) {
       std::printf(
