@@ -224,7 +224,7 @@ void ExposureLogProducer::FinishCall(Call* call) {
   std::move(done)(std::move(failures));
 }
 
-void ExposureLogProducer::Close() {
+void ExposureLogProducer::Close(absl::Duration wait) {
   if (closing_.exchange(true)) return;
   if (poller_.joinable()) poller_.join();
   {
@@ -234,9 +234,8 @@ void ExposureLogProducer::Close() {
   }
   if (producer_ == nullptr) return;
   // flush() serves the delivery reports on this thread now.
-  const RdKafka::ErrorCode err =
-      producer_->flush(static_cast<int>(std::max<int64_t>(
-          0, absl::ToInt64Milliseconds(options_.produce_timeout))));
+  const RdKafka::ErrorCode err = producer_->flush(
+      static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(wait))));
   if (err != RdKafka::ERR_NO_ERROR) {
     spdlog::warn(
         "kafka producer: {} messages not acknowledged at shutdown, their "

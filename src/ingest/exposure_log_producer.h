@@ -92,9 +92,11 @@ class ExposureLogProducer {
   // are in Kafka with acks=all). After Close, every message fails.
   void Produce(std::vector<LogMessage> messages, Done done);
 
-  // Waits up to the produce timeout for what is in flight, fails the rest
-  // (their callbacks run), stops the delivery thread. Idempotent.
-  void Close();
+  // Waits up to `wait` (default: the produce timeout) for what is in
+  // flight, fails the rest (their callbacks run, with librdkafka's purge
+  // error), stops the delivery thread. Idempotent.
+  void Close() { Close(options_.produce_timeout); }
+  void Close(absl::Duration wait);
 
   const std::string& topic() const { return options_.topic; }
   int32_t partition_count() const { return partition_count_; }
