@@ -25,6 +25,13 @@ class ExposureSink {
   // durable as an acknowledged RecordExposure).
   virtual absl::Status Record(
       const exposure::v1::RecordExposureRequest& batch) = 0;
+  // Applies a delete_user record of the log (issue 16): as DeleteUser, on
+  // this copy. InvalidArgument (naming the field) when the record can never
+  // be applied (it is skipped as a bad message); any other error means the
+  // store or its log refused it for now (it is retried, the partition
+  // waits). OK only once it is durable.
+  virtual absl::Status DeleteUser(
+      const exposure::v1::DeleteUserRequest& request) = 0;
   // Per-call limits a batch must respect (RecordExposure's).
   virtual size_t max_exposures_per_batch() const = 0;
   virtual size_t max_items_per_batch() const = 0;

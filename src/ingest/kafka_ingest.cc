@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "src/ingest/kafka_event_logger.h"
+#include "src/ingest/kafka_message_encoder.h"
 
 namespace exposure_filter {
 namespace {
@@ -23,36 +25,6 @@ constexpr int kMetadataTimeoutMs = 15000;
 constexpr absl::Duration kRetryPeriod = absl::Milliseconds(500);
 // Consumer lag is refreshed this often when nothing is flushed.
 constexpr absl::Duration kStateRefreshPeriod = absl::Seconds(1);
-
-// librdkafka's own log lines and errors go to spdlog (it would print to
-// stderr); broker connection errors repeat, so they are rate limited.
-class KafkaEventLogger final : public RdKafka::EventCb {
- public:
-  void event_cb(RdKafka::Event& event) override {
-    switch (event.type()) {
-      case RdKafka::Event::EVENT_ERROR: {
-        uint64_t suppressed = 0;
-        if (limiter_.Allow(&suppressed)) {
-          spdlog::warn("kafka: {} ({} similar suppressed)", event.str(),
-                       suppressed);
-        }
-        break;
-      }
-      case RdKafka::Event::EVENT_LOG:
-        if (event.severity() <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
-          spdlog::warn("kafka: {} {}", event.fac(), event.str());
-        } else {
-          spdlog::debug("kafka: {} {}", event.fac(), event.str());
-        }
-        break;
-      default:
-        break;
-    }
-  }
-
- private:
-  LogRateLimiter limiter_{kLogInterval};
-};
 
 class CommitResultCounter final : public RdKafka::OffsetCommitCb {
  public:
@@ -77,12 +49,6 @@ class CommitResultCounter final : public RdKafka::OffsetCommitCb {
   std::atomic<uint64_t>* const errors_;
   LogRateLimiter limiter_{kLogInterval};
 };
-
-// Callbacks must outlive the consumer; one set per process is plenty.
-KafkaEventLogger& EventLogger() {
-  static KafkaEventLogger* logger = new KafkaEventLogger();
-  return *logger;
-}
 
 absl::Status SetConf(RdKafka::Conf* conf, const std::string& name,
                      const std::string& value) {
@@ -175,7 +141,7 @@ absl::StatusOr<std::unique_ptr<KafkaIngest>> KafkaIngest::Start(
     if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
   }
   std::string err;
-  conf->set("event_cb", &EventLogger(), err);
+  conf->set("event_cb", &KafkaEventLogger(), err);
   // Declared before the consumer, so it outlives librdkafka's last call.
   ingest->commit_counter_ =
       std::make_unique<CommitResultCounter>(&ingest->group_commit_errors_);
@@ -324,7 +290,16 @@ void KafkaIngest::ConsumeLoop() {
         const absl::string_view value(
             static_cast<const char*>(msg->payload()),
             msg->payload() == nullptr ? 0 : msg->len());
-        Take(msg->partition(), msg->offset(), key, value, &batch);
+        // Exposures carry no ef-op header; a delete_user record does
+        // (kafka_message_encoder.h).
+        std::string op;
+        if (RdKafka::Headers* headers = msg->headers(); headers != nullptr) {
+          const RdKafka::Headers::Header h = headers->get_last(kLogOpHeader);
+          if (h.err() == RdKafka::ERR_NO_ERROR && h.value() != nullptr) {
+            op.assign(static_cast<const char*>(h.value()), h.value_size());
+          }
+        }
+        Take(msg->partition(), msg->offset(), op, key, value, &batch);
         break;
       }
       case RdKafka::ERR__TIMED_OUT:
@@ -363,13 +338,28 @@ void KafkaIngest::CountBad(BadMessageReason reason, int32_t partition,
       suppressed);
 }
 
-void KafkaIngest::Take(int32_t partition, int64_t offset, absl::string_view key,
-                       absl::string_view value, PendingBatch* batch) {
+void KafkaIngest::Take(int32_t partition, int64_t offset, absl::string_view op,
+                       absl::string_view key, absl::string_view value,
+                       PendingBatch* batch) {
   messages_.fetch_add(1, std::memory_order_relaxed);
+  if (op == kLogOpDeleteUser) {
+    if (ApplyDelete(partition, offset, key, value, batch)) {
+      ++batch->messages;
+      batch->next[partition] = offset + 1;
+    }
+    return;
+  }
   exposure::v1::RecordExposureRequest message;
   std::string why;
-  std::optional<BadMessageReason> bad =
-      decoder_.Decode(key, value, &message, &why);
+  std::optional<BadMessageReason> bad;
+  if (!op.empty()) {
+    // A record type of a newer version: skipping it loudly beats reading
+    // its value as exposures.
+    why = absl::StrCat("unknown ", kLogOpHeader, " header \"", op, "\"");
+    bad = BadMessageReason::kUndecodable;
+  } else {
+    bad = decoder_.Decode(key, value, &message, &why);
+  }
   if (!bad.has_value()) {
     absl::Status s = sink_->Validate(message);
     if (!s.ok()) {
@@ -408,6 +398,51 @@ void KafkaIngest::Take(int32_t partition, int64_t offset, absl::string_view key,
   }
   ++batch->messages;
   batch->next[partition] = offset + 1;
+}
+
+bool KafkaIngest::ApplyDelete(int32_t partition, int64_t offset,
+                              absl::string_view key, absl::string_view value,
+                              PendingBatch* batch) {
+  exposure::v1::DeleteUserRequest request;
+  std::string why;
+  if (std::optional<BadMessageReason> bad =
+          decoder_.DecodeDeleteUser(key, value, &request, &why);
+      bad.has_value()) {
+    CountBad(*bad, partition, offset, why);
+    return true;
+  }
+  // Log order per partition: the exposures taken before the delete are
+  // applied before it, the ones after it after it. A replay (crash before
+  // the offsets are durable) deletes again, then re-adds what followed.
+  if (batch->messages > 0) {
+    Flush(batch);
+    if (batch->messages > 0) return false;  // stopped while refused
+    batch->deadline = absl::Now() + options_.max_batch_wait;
+  }
+  LogRateLimiter refusal_log(kLogInterval);
+  for (;;) {
+    const absl::Status s = sink_->DeleteUser(request);
+    if (s.ok()) break;
+    if (absl::IsInvalidArgument(s)) {
+      CountBad(BadMessageReason::kInvalid, partition, offset,
+               std::string(s.message()));
+      return true;
+    }
+    record_errors_.fetch_add(1, std::memory_order_relaxed);
+    if (uint64_t suppressed = 0; refusal_log.Allow(&suppressed)) {
+      spdlog::error(
+          "kafka: a delete_user record refused ({}); the partitions wait and "
+          "it is retried ({} retries since the last line)",
+          s.ToString(), suppressed);
+    }
+    if (stopping_.load()) return false;
+    SleepUnlessStopping(stopping_, kRetryPeriod);
+  }
+  deletes_.fetch_add(1, std::memory_order_relaxed);
+  if (batch->messages == 0) {
+    batch->deadline = absl::Now() + options_.max_batch_wait;
+  }
+  return true;
 }
 
 void KafkaIngest::Flush(PendingBatch* batch) {
@@ -495,6 +530,7 @@ KafkaIngestStats KafkaIngest::stats() const {
   s.exposures = exposures_.load(std::memory_order_relaxed);
   s.items = items_.load(std::memory_order_relaxed);
   s.batches = batches_.load(std::memory_order_relaxed);
+  s.deletes = deletes_.load(std::memory_order_relaxed);
   for (int i = 0; i < kNumBadMessageReasons; ++i) {
     s.bad_messages[i] = bad_[i].load(std::memory_order_relaxed);
   }

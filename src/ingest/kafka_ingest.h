@@ -70,6 +70,7 @@ struct KafkaIngestStats {
   uint64_t exposures = 0;
   uint64_t items = 0;    // item ids and keys handed to the store
   uint64_t batches = 0;  // recorded and durable
+  uint64_t deletes = 0;  // delete_user records applied (issue 16)
   std::array<uint64_t, kNumBadMessageReasons> bad_messages{};
   uint64_t record_errors = 0;        // the store or the log refused a batch
   uint64_t group_commit_errors = 0;  // Kafka offset commits that failed
@@ -107,8 +108,15 @@ class KafkaIngest {
   absl::Status Assign(int32_t topic_partitions);
   void ConsumeLoop();
   // Decodes and validates one message into `batch` (or counts it as bad).
-  void Take(int32_t partition, int64_t offset, absl::string_view key,
-            absl::string_view value, PendingBatch* batch);
+  // `op` is its ef-op header ("" = none: exposures).
+  void Take(int32_t partition, int64_t offset, absl::string_view op,
+            absl::string_view key, absl::string_view value,
+            PendingBatch* batch);
+  // A delete_user record: the batch so far is recorded first, so the delete
+  // lands in log order between the user's exposures; retried while the
+  // store refuses, until Stop(). False if stopped before it was applied.
+  bool ApplyDelete(int32_t partition, int64_t offset, absl::string_view key,
+                   absl::string_view value, PendingBatch* batch);
   // Records the batch, makes its offsets durable, commits them to the
   // group. Retries (the partition stalls, nothing is skipped) while the
   // store or the log refuses, until Stop().
@@ -134,6 +142,7 @@ class KafkaIngest {
   std::atomic<uint64_t> exposures_{0};
   std::atomic<uint64_t> items_{0};
   std::atomic<uint64_t> batches_{0};
+  std::atomic<uint64_t> deletes_{0};
   std::array<std::atomic<uint64_t>, kNumBadMessageReasons> bad_{};
   std::atomic<uint64_t> record_errors_{0};
   std::atomic<uint64_t> group_commit_errors_{0};

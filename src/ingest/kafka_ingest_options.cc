@@ -44,6 +44,10 @@ absl::Status KafkaIngestOptions::Validate() const {
   if (max_batch_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--kafka_max_batch_wait: negative");
   }
+  if (produce_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(
+        "--kafka_produce_timeout: must be at least 1ms");
+  }
   for (const auto& [name, value] : librdkafka_config) {
     if (name == "enable.auto.commit" || name == "enable.auto.offset.store" ||
         name == "group.id" || name == "bootstrap.servers") {

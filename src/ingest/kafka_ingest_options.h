@@ -45,6 +45,12 @@ struct KafkaIngestOptions {
   // "earliest" replays the topic's retention (nothing recorded is missed),
   // "latest" only new messages.
   std::string start_offset = "earliest";
+  // Replicated writes (issue 16, M2; exposure_log_producer.h): how long a
+  // RecordExposure/DeleteUser RPC's messages may wait for Kafka's
+  // acknowledgement (message.timeout.ms, retries included) before the call
+  // answers UNAVAILABLE naming them. Keep it below the callers' deadlines,
+  // so they get the precise answer rather than DEADLINE_EXCEEDED.
+  absl::Duration produce_timeout = absl::Seconds(5);
   // Further librdkafka properties (security.protocol, sasl.*, ssl.*,
   // fetch.wait.max.ms, ...), applied last; they may not override the ones
   // the at-least-once scheme depends on (enable.auto.commit,

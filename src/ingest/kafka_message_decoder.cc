@@ -83,6 +83,34 @@ std::optional<BadMessageReason> KafkaMessageDecoder::Decode(
     }
   }
   // The key equals every user id now, so one ownership check covers all.
+  return CheckOwned(key, why);
+}
+
+std::optional<BadMessageReason> KafkaMessageDecoder::DecodeDeleteUser(
+    absl::string_view key, absl::string_view value,
+    exposure::v1::DeleteUserRequest* out, std::string* why) const {
+  out->Clear();
+  if (!out->ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+    *why = absl::StrCat("not a protobuf DeleteUserRequest (", value.size(),
+                        " bytes) in a delete_user record");
+    return BadMessageReason::kUndecodable;
+  }
+  if (out->user_id().empty()) {
+    *why = "a delete_user record has no user_id";
+    return BadMessageReason::kMissingUser;
+  }
+  if (out->user_id() != key) {
+    *why = key.empty() ? std::string("message has no key (the user id)")
+                       : std::string(
+                             "key is not the delete_user record's "
+                             "user_id");
+    return BadMessageReason::kKeyMismatch;
+  }
+  return CheckOwned(key, why);
+}
+
+std::optional<BadMessageReason> KafkaMessageDecoder::CheckOwned(
+    absl::string_view key, std::string* why) const {
   if (ownership_ != nullptr && !ownership_->OwnsUser(key)) {
     *why =
         absl::StrCat("user belongs to partition ",

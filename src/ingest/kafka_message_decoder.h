@@ -52,7 +52,18 @@ class KafkaMessageDecoder {
       absl::string_view key, absl::string_view value,
       exposure::v1::RecordExposureRequest* out, std::string* why) const;
 
+  // A record marked `ef-op: delete_user` (kafka_message_encoder.h; issue 16):
+  // `value` is a binary DeleteUserRequest whose user_id must equal the key
+  // and be owned here. Same contract as Decode.
+  std::optional<BadMessageReason> DecodeDeleteUser(
+      absl::string_view key, absl::string_view value,
+      exposure::v1::DeleteUserRequest* out, std::string* why) const;
+
  private:
+  // The key-ownership check both kinds of record share.
+  std::optional<BadMessageReason> CheckOwned(absl::string_view key,
+                                             std::string* why) const;
+
   const KafkaMessageFormat format_;
   const std::string surface_;
   const ReplicaOwnership* const ownership_;

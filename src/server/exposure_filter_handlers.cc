@@ -153,11 +153,9 @@ absl::Status ExposureFilterHandlers::RecordLoggedExposure(
   return Record(WriteOrigin::kLog, batch, resp);
 }
 
-absl::Status ExposureFilterHandlers::Record(
-    WriteOrigin origin, const exposure::v1::RecordExposureRequest& req,
-    exposure::v1::RecordExposureResponse* resp) {
+absl::Status ExposureFilterHandlers::CheckRecordable(
+    const exposure::v1::RecordExposureRequest& req, int64_t now) const {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
-  const int64_t now = store_->clock().NowMs();
   if (absl::Status s = ValidateRecordExposure(req, limits_, now); !s.ok()) {
     return s;
   }
@@ -170,8 +168,19 @@ absl::Status ExposureFilterHandlers::Record(
       return ownership_->Check(absl::StrCat("exposures[", i, "].user_id"),
                                user);
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExposureFilterHandlers::Record(
+    WriteOrigin origin, const exposure::v1::RecordExposureRequest& req,
+    exposure::v1::RecordExposureResponse* resp) {
+  const int64_t now = store_->clock().NowMs();
+  if (absl::Status s = CheckRecordable(req, now); !s.ok()) return s;
+  if (ownership_ != nullptr) {
     // Replicated (issue 16): only a write taken from the Kafka log reaches
-    // every copy; an RPC would write this copy alone.
+    // every copy; an RPC would write this copy alone (the gRPC edge sends
+    // it through the log instead: RecordExposureThroughLog).
     if (origin == WriteOrigin::kRpc) {
       if (absl::Status s = ownership_->CheckDirectWrite("RecordExposure");
           !s.ok()) {
@@ -385,13 +394,25 @@ absl::Status ExposureFilterHandlers::GetUserStats(
 absl::Status ExposureFilterHandlers::DeleteUser(
     const exposure::v1::DeleteUserRequest& req,
     exposure::v1::DeleteUserResponse* resp) {
+  return DeleteUserFrom(WriteOrigin::kRpc, req, resp);
+}
+
+absl::Status ExposureFilterHandlers::DeleteLoggedUser(
+    const exposure::v1::DeleteUserRequest& req,
+    exposure::v1::DeleteUserResponse* resp) {
+  return DeleteUserFrom(WriteOrigin::kLog, req, resp);
+}
+
+absl::Status ExposureFilterHandlers::DeleteUserFrom(
+    WriteOrigin origin, const exposure::v1::DeleteUserRequest& req,
+    exposure::v1::DeleteUserResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   const Surface* surface = nullptr;
   if (absl::Status s = ResolveRead(req.surface(), req.user_id(), &surface);
       !s.ok()) {
     return s;
   }
-  if (ownership_ != nullptr) {
+  if (ownership_ != nullptr && origin == WriteOrigin::kRpc) {
     if (absl::Status s = ownership_->CheckDirectWrite("DeleteUser"); !s.ok()) {
       return s;
     }

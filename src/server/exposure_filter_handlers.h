@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "exposure/v1/exposure_filter.pb.h"
+#include "src/ingest/exposure_log_producer.h"
+#include "src/ingest/kafka_message_encoder.h"
 #include "src/persist/store_durability.h"
 #include "src/server/config/server_config.h"
 #include "src/server/observability/striped_metrics.h"
@@ -38,6 +41,31 @@ class ExposureFilterHandlers {
   absl::Status RecordLoggedExposure(
       const exposure::v1::RecordExposureRequest& batch,
       exposure::v1::RecordExposureResponse* resp);
+  // Replicated writes (issue 16, M2). With R >= 2 a write RPC is not
+  // applied here: it is produced to the exposure topic, and every owner of
+  // the user applies it from there (this replica included), so the copies
+  // stay equal. The handler validates and checks ownership as the direct
+  // path does, enqueues the messages and returns; `done` runs once, with OK
+  // only when Kafka acknowledged every message (acks=all), else
+  // UNAVAILABLE naming what was not written. It runs on the producer's
+  // delivery thread, or inline when the call is refused or writes nothing;
+  // `resp` must live until then. The synchronous RecordExposure and
+  // DeleteUser stay refused with R >= 2 (they cannot wait for Kafka).
+  using WriteDone = absl::AnyInvocable<void(absl::Status) &&>;
+  bool WritesThroughLog() const {
+    return ownership_ != nullptr &&
+           ownership_->ownership().options().replication_factor > 1;
+  }
+  void RecordExposureThroughLog(const exposure::v1::RecordExposureRequest& req,
+                                exposure::v1::RecordExposureResponse* resp,
+                                WriteDone done);
+  void DeleteUserThroughLog(const exposure::v1::DeleteUserRequest& req,
+                            exposure::v1::DeleteUserResponse* resp,
+                            WriteDone done);
+  // A delete_user record taken from the log (kafka_exposure_sink.h): as
+  // DeleteUser, accepted with R >= 2.
+  absl::Status DeleteLoggedUser(const exposure::v1::DeleteUserRequest& req,
+                                exposure::v1::DeleteUserResponse* resp);
   absl::Status FilterRecalled(const exposure::v1::FilterRecalledRequest& req,
                               exposure::v1::FilterRecalledResponse* resp);
   absl::Status GetFilter(const exposure::v1::GetFilterRequest& req,
@@ -86,6 +114,12 @@ class ExposureFilterHandlers {
   // replica does not own answer FAILED_PRECONDITION (user_ownership_gate.h).
   // Set before serving; the gate must outlive the handlers.
   void AttachOwnership(const UserOwnershipGate* gate) { ownership_ = gate; }
+  // The replicated write path's producer and the topic's message format
+  // (--kafka_format, --kafka_surface). Until attached (startup), replicated
+  // writes answer UNAVAILABLE. Attach once; the producer must outlive the
+  // handlers' last write (close it to fail later ones).
+  void AttachExposureLog(ExposureLogProducer* producer,
+                         KafkaMessageEncoder encoder);
   // What startup dropped as not owned (unowned_users.h), for GetServerStats.
   void SetUnownedUsersDropped(uint64_t users) {
     unowned_users_dropped_.store(users, std::memory_order_relaxed);
@@ -97,6 +131,24 @@ class ExposureFilterHandlers {
   absl::Status Record(WriteOrigin origin,
                       const exposure::v1::RecordExposureRequest& req,
                       exposure::v1::RecordExposureResponse* resp);
+  absl::Status DeleteUserFrom(WriteOrigin origin,
+                              const exposure::v1::DeleteUserRequest& req,
+                              exposure::v1::DeleteUserResponse* resp);
+  // RecordExposure's checks before anything is written: available, valid,
+  // every user owned here (all or nothing).
+  absl::Status CheckRecordable(const exposure::v1::RecordExposureRequest& req,
+                               int64_t now) const;
+  struct ExposureLog {
+    ExposureLogProducer* producer;
+    KafkaMessageEncoder encoder;
+  };
+  // The producer, or UNAVAILABLE naming `rpc` while none is attached.
+  absl::StatusOr<const ExposureLog*> LogFor(absl::string_view rpc) const;
+  // Produces `messages` and answers `done` from their delivery reports.
+  void ProduceAndAnswer(const ExposureLog& log, absl::string_view rpc,
+                        std::vector<LogMessage> messages,
+                        absl::AnyInvocable<void() &&> on_success,
+                        WriteDone done);
   // Also keeps the exposures of traced users in the trace log.
   void TraceExposures(const exposure::v1::RecordExposureRequest& req,
                       const Surface& surface, int64_t now_ms);
@@ -129,6 +181,8 @@ class ExposureFilterHandlers {
   StoreDurability* durability_ = nullptr;
   const UserOwnershipGate* ownership_ = nullptr;
   std::atomic<uint64_t> unowned_users_dropped_{0};
+  std::unique_ptr<const ExposureLog> exposure_log_owned_;
+  std::atomic<const ExposureLog*> exposure_log_{nullptr};
   const RequestLimits limits_;
   std::unique_ptr<TraceLog> owned_trace_log_;
   TraceLog* const trace_log_;

@@ -251,16 +251,40 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     absl::StatusOr<std::unique_ptr<KafkaIngest>> ingest =
         KafkaIngest::Start(config.kafka, s->ownership_.get(),
                            s->kafka_sink_.get(), s->durability_.get());
-    if (!ingest.ok()) {
+    absl::Status started = ingest.status();
+    if (started.ok() && config.cluster.replication_factor > 1) {
+      // Replicated (issue 16, M2): write RPCs are produced to the topic
+      // the consumer above applies; until attached they answer
+      // UNAVAILABLE, and health says SERVING only after this.
+      ExposureLogProducerOptions po;
+      po.brokers = config.kafka.brokers;
+      po.topic = config.kafka.topic;
+      po.partitions = config.cluster.partitions;
+      po.produce_timeout = config.kafka.produce_timeout;
+      po.librdkafka_config = config.kafka.librdkafka_config;
+      absl::StatusOr<std::unique_ptr<ExposureLogProducer>> producer =
+          ExposureLogProducer::Start(po);
+      if (producer.ok()) {
+        s->log_producer_ = *std::move(producer);
+        s->handlers_->AttachExposureLog(
+            s->log_producer_.get(),
+            KafkaMessageEncoder(config.kafka.format, config.kafka.surface));
+      } else {
+        started = producer.status();
+        (*ingest)->Stop();
+      }
+    }
+    if (!started.ok()) {
       s->server_->Shutdown();
       if (s->durability_ != nullptr) {
         s->durability_->Close(/*final_snapshot=*/false).IgnoreError();
       }
       s->server_.reset();
-      return ingest.status();
+      return started;
     }
     s->kafka_ingest_ = *std::move(ingest);
     s->kafka_metrics_->Attach(s->kafka_ingest_.get());
+    s->kafka_metrics_->AttachProducer(s->log_producer_.get());
   }
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
@@ -345,6 +369,12 @@ void ExposureFilterServer::Shutdown() {
     stopping_.Notify();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(config_.shutdown_grace));
+    // Replicated writes: the drained calls have their answers; any still
+    // waiting for Kafka get theirs (UNAVAILABLE if not acknowledged) here.
+    if (log_producer_ != nullptr) {
+      kafka_metrics_->AttachProducer(nullptr);
+      log_producer_->Close();
+    }
     // Kafka ingest (issue 7): its last batch is recorded and its offsets
     // logged before the final snapshot, which then holds them.
     if (kafka_ingest_ != nullptr) {

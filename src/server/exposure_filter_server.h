@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "src/cluster/replica_ownership.h"
+#include "src/ingest/exposure_log_producer.h"
 #include "src/ingest/kafka_ingest.h"
 #include "src/persist/store_durability.h"
 #include "src/server/admission_gate.h"
@@ -79,6 +80,8 @@ class ExposureFilterServer {
   const AdmissionGate& admission() const { return *admission_; }
   // The Kafka consumer (issue 7); null when --kafka_brokers is empty.
   KafkaIngest* kafka_ingest() { return kafka_ingest_.get(); }
+  // The replicated write path's producer; null unless R >= 2.
+  ExposureLogProducer* log_producer() { return log_producer_.get(); }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -112,6 +115,10 @@ class ExposureFilterServer {
   std::unique_ptr<ReplicaOwnership> ownership_;
   std::unique_ptr<KafkaExposureSink> kafka_sink_;
   std::unique_ptr<KafkaIngest> kafka_ingest_;
+  // Replicated writes (issue 16, M2): with R >= 2 write RPCs are produced
+  // to the topic; closed after the gRPC server drained (its last calls get
+  // their delivery reports), before the consumer stops.
+  std::unique_ptr<ExposureLogProducer> log_producer_;
   std::unique_ptr<AdminHttpServer> admin_;
   // Authorization and audit (issue 21); outlive server_, which points at
   // them (auth metadata processor, interceptor). authorizer_ is null when

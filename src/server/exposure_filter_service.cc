@@ -146,8 +146,59 @@ grpc::ServerUnaryReactor* ExposureFilterService::Serve(
   return reactor;
 }
 
+template <typename Req, typename Resp, typename Handler>
+grpc::ServerUnaryReactor* ExposureFilterService::ServeThroughLog(
+    Context* ctx, const char* method, const Bytes* req, Bytes* resp,
+    Handler&& handler) {
+  const uint64_t request_bytes = req->Length();
+  const bool gated = gate_ != nullptr;
+  if (gated) {
+    if (absl::Status admit = gate_->Admit(request_bytes); !admit.ok()) {
+      LogShed(method, admit);
+      Reactor* reactor = ctx->DefaultReactor();
+      reactor->Finish(ToGrpcStatus(admit));
+      return reactor;
+    }
+  }
+  // The admitted place is held until the delivery report answers: the
+  // gate's limits bound the writes waiting for Kafka too.
+  Reactor* reactor =
+      gated ? new AdmittedReactor(gate_, request_bytes) : ctx->DefaultReactor();
+  auto finish = [ctx, reactor, method](const absl::Status& s) {
+    LogError(method, s);
+    AddOwnerHint(ctx, s);
+    reactor->Finish(ToGrpcStatus(s));
+  };
+  // A shared copy of the slices, as Serve's cold path: the admin audit
+  // interceptor reads the request bytes after the handler.
+  Bytes shared_copy(*req);
+  Req request;
+  if (absl::Status s = ParseRequest(&shared_copy, &request); !s.ok()) {
+    finish(s);
+    return reactor;
+  }
+  auto response = std::make_unique<Resp>();
+  Resp* out = response.get();
+  handler(request, out,
+          [finish, resp, response = std::move(response)](absl::Status s) {
+            if (s.ok()) s = SerializeResponse(*response, resp);
+            finish(s);
+          });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* ExposureFilterService::RecordExposure(
     Context* ctx, const Bytes* req, Bytes* resp) {
+  if (handlers_->WritesThroughLog()) {
+    return ServeThroughLog<v1::RecordExposureRequest,
+                           v1::RecordExposureResponse>(
+        ctx, "RecordExposure", req, resp,
+        [this](const v1::RecordExposureRequest& r,
+               v1::RecordExposureResponse* out,
+               ExposureFilterHandlers::WriteDone done) {
+          handlers_->RecordExposureThroughLog(r, out, std::move(done));
+        });
+  }
   return Serve(ctx, "RecordExposure", Gate::kAdmit, req, resp,
                &record_allocator_,
                [this](const v1::RecordExposureRequest& r,
@@ -190,6 +241,14 @@ grpc::ServerUnaryReactor* ExposureFilterService::GetUserStats(Context* ctx,
 grpc::ServerUnaryReactor* ExposureFilterService::DeleteUser(Context* ctx,
                                                             const Bytes* req,
                                                             Bytes* resp) {
+  if (handlers_->WritesThroughLog()) {
+    return ServeThroughLog<v1::DeleteUserRequest, v1::DeleteUserResponse>(
+        ctx, "DeleteUser", req, resp,
+        [this](const v1::DeleteUserRequest& r, v1::DeleteUserResponse* out,
+               ExposureFilterHandlers::WriteDone done) {
+          handlers_->DeleteUserThroughLog(r, out, std::move(done));
+        });
+  }
   return Serve(
       ctx, "DeleteUser", Gate::kAdmit, req, resp,
       NoAllocator<v1::DeleteUserRequest, v1::DeleteUserResponse>(),

@@ -1,6 +1,8 @@
 // ExposureFilterService: the gRPC callback-API edge of ExposureFilterHandlers.
 // Handlers never block (they take only short shard locks), so they run inline
-// on gRPC's threads and finish their reactor before returning.
+// on gRPC's threads and finish their reactor before returning; the one
+// exception, a replicated write (R >= 2, issue 16), finishes its reactor
+// later, from Kafka's delivery report (ServeThroughLog).
 //
 // Every method is registered "raw" (the request and response as bytes) and
 // parsed here (request_parser.h): gRPC's generated handlers answer a request
@@ -107,6 +109,16 @@ class ExposureFilterService final
   Reactor* Serve(Context* ctx, const char* method, Gate gate, const Bytes* req,
                  Bytes* resp, ArenaMessageAllocator<Req, Resp>* allocator,
                  Handler&& handler);
+
+  // The replicated writes (issue 16, M2): admits and parses like Serve,
+  // then `handler(request, response, done)` enqueues the write to Kafka and
+  // returns at once; `done` (on the producer's delivery thread) serializes
+  // the response and finishes the RPC. No gRPC thread waits for Kafka, so a
+  // slow broker holds calls (bounded by the admission gate and the produce
+  // timeout), never the callback threads that serve reads.
+  template <typename Req, typename Resp, typename Handler>
+  Reactor* ServeThroughLog(Context* ctx, const char* method, const Bytes* req,
+                           Bytes* resp, Handler&& handler);
 
   ExposureFilterHandlers* const handlers_;
   ArenaMessageAllocator<exposure::v1::RecordExposureRequest,

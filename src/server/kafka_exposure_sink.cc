@@ -44,4 +44,16 @@ absl::Status KafkaExposureSink::Record(
   return handlers_->RecordLoggedExposure(batch, &response);
 }
 
+absl::Status KafkaExposureSink::DeleteUser(
+    const exposure::v1::DeleteUserRequest& request) {
+  exposure::v1::DeleteUserResponse response;
+  absl::Status s = handlers_->DeleteLoggedUser(request, &response);
+  // Validation and ownership refusals can never succeed: a bad message.
+  // The rest (the log failed, recovering) are retried.
+  if (absl::IsFailedPrecondition(s)) {
+    return absl::InvalidArgumentError(s.message());
+  }
+  return s;
+}
+
 }  // namespace exposure_filter

@@ -28,6 +28,8 @@ class KafkaExposureSink final : public ExposureSink {
       const exposure::v1::RecordExposureRequest& message) override;
   absl::Status Record(
       const exposure::v1::RecordExposureRequest& batch) override;
+  absl::Status DeleteUser(
+      const exposure::v1::DeleteUserRequest& request) override;
   size_t max_exposures_per_batch() const override {
     return limits_.max_exposures_per_request;
   }

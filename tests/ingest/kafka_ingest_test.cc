@@ -350,6 +350,9 @@ class RefusingSink final : public ExposureSink {
     recorded.fetch_add(b.exposures_size());
     return absl::OkStatus();
   }
+  absl::Status DeleteUser(const exposure::v1::DeleteUserRequest&) override {
+    return absl::OkStatus();
+  }
   size_t max_exposures_per_batch() const override { return 1000; }
   size_t max_items_per_batch() const override { return 100000; }
   std::atomic<bool> refuse{true};

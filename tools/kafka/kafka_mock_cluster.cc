@@ -3,6 +3,8 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace exposure_filter {
@@ -42,6 +44,44 @@ absl::Status KafkaMockCluster::CreateTopic(const std::string& topic,
         absl::StrCat("create topic ", topic, ": ", rd_kafka_err2str(err)));
   }
   return absl::OkStatus();
+}
+
+void KafkaMockCluster::FailNextProduceRequests(int error, size_t count) {
+  // ApiKey 0 is ProduceRequest (the Kafka protocol's numbering).
+  constexpr int16_t kProduceApiKey = 0;
+  std::vector<rd_kafka_resp_err_t> errors(
+      count, static_cast<rd_kafka_resp_err_t>(error));
+  rd_kafka_mock_push_request_errors_array(cluster_, kProduceApiKey, count,
+                                          errors.data());
+}
+
+void KafkaMockCluster::FailNextProduceRequestsOn(int broker_id, int error,
+                                                 size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    rd_kafka_mock_broker_push_request_error_rtts(
+        cluster_, broker_id, /*ApiKey=Produce*/ 0, 1,
+        static_cast<rd_kafka_resp_err_t>(error), /*rtt_ms=*/0);
+  }
+}
+
+absl::Status KafkaMockCluster::SetPartitionLeader(const std::string& topic,
+                                                  int partition,
+                                                  int broker_id) {
+  const rd_kafka_resp_err_t err = rd_kafka_mock_partition_set_leader(
+      cluster_, topic.c_str(), partition, broker_id);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return absl::InternalError(absl::StrCat(
+        "set leader of ", topic, "/", partition, ": ", rd_kafka_err2str(err)));
+  }
+  return absl::OkStatus();
+}
+
+void KafkaMockCluster::SetBrokerDown(int broker_id) {
+  rd_kafka_mock_broker_set_down(cluster_, broker_id);
+}
+
+void KafkaMockCluster::SetBrokerUp(int broker_id) {
+  rd_kafka_mock_broker_set_up(cluster_, broker_id);
 }
 
 }  // namespace exposure_filter

@@ -28,6 +28,19 @@ class KafkaMockCluster {
   const std::string& bootstrap_servers() const { return bootstrap_; }
   absl::Status CreateTopic(const std::string& topic, int partitions);
 
+  // Fault injection (rdkafka_mock.h), for the replicated write tests: the
+  // next `count` Produce requests (to any broker) fail with `error` (an
+  // rd_kafka_resp_err_t value); and a broker (ids start at 1) stops
+  // answering / answers again, as when its process dies and restarts.
+  void FailNextProduceRequests(int error, size_t count);
+  // The same for the Produce requests that one broker receives.
+  void FailNextProduceRequestsOn(int broker_id, int error, size_t count);
+  // Makes `broker_id` the leader of a partition (where its writes go).
+  absl::Status SetPartitionLeader(const std::string& topic, int partition,
+                                  int broker_id);
+  void SetBrokerDown(int broker_id);
+  void SetBrokerUp(int broker_id);
+
  private:
   KafkaMockCluster() = default;
   rd_kafka_t* handle_ = nullptr;  // the mock cluster lives in this client

@@ -194,6 +194,9 @@ ABSL_FLAG(absl::Duration, kafka_max_batch_wait, absl::Milliseconds(50),
 ABSL_FLAG(std::string, kafka_start_offset, "earliest",
           "where a partition with no stored offset starts: earliest or "
           "latest");
+ABSL_FLAG(absl::Duration, kafka_produce_timeout, absl::Seconds(5),
+          "--replication_factor >= 2: how long a write RPC's messages may "
+          "wait for Kafka's acknowledgement before it answers UNAVAILABLE");
 ABSL_FLAG(std::vector<std::string>, kafka_config, {},
           "further librdkafka properties, name=value,... (e.g. "
           "security.protocol=SASL_SSL,sasl.mechanism=PLAIN)");
@@ -230,7 +233,7 @@ constexpr const char* kEnvFlags[] = {
     // Kafka ingest (issue 7).
     "kafka_brokers", "kafka_topic", "kafka_group", "kafka_format",
     "kafka_surface", "kafka_max_batch_messages", "kafka_max_batch_wait",
-    "kafka_start_offset", "kafka_config",
+    "kafka_start_offset", "kafka_config", "kafka_produce_timeout",
     // Scale-out (issue 7): partition ownership (deploy/ sets them by env).
     "partitions", "replicas", "replica_ordinal", "replica_address_template",
     // High availability (issue 16).
@@ -477,6 +480,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   c.kafka.max_batch_messages = absl::GetFlag(FLAGS_kafka_max_batch_messages);
   c.kafka.max_batch_wait = absl::GetFlag(FLAGS_kafka_max_batch_wait);
   c.kafka.start_offset = absl::GetFlag(FLAGS_kafka_start_offset);
+  c.kafka.produce_timeout = absl::GetFlag(FLAGS_kafka_produce_timeout);
   for (const std::string& kv : absl::GetFlag(FLAGS_kafka_config)) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {

@@ -1,17 +1,57 @@
 #include "src/server/observability/kafka_ingest_metrics.h"
 
+#include <limits>
 #include <string>
 
 #include "src/server/observability/metric_families.h"
 
 namespace exposure_filter {
 
+void KafkaIngestMetrics::CollectProducer(
+    std::vector<prometheus::MetricFamily>* out) const {
+  using prometheus::MetricType;
+  const ExposureLogProducerStats s = producer_->stats();
+  auto one = [&](const char* name, const char* help, MetricType type,
+                 double value) {
+    out->push_back(MakeFamily(name, help, type));
+    AddSample(out->back(), {}, value);
+  };
+  one("exposure_filter_kafka_produced_messages_total",
+      "replicated writes: messages Kafka acknowledged (acks=all)",
+      MetricType::Counter, s.messages_acked);
+  one("exposure_filter_kafka_produce_failed_messages_total",
+      "replicated writes: messages Kafka did not acknowledge (their RPC "
+      "answered UNAVAILABLE naming them)",
+      MetricType::Counter, s.messages_failed);
+  one("exposure_filter_kafka_produce_in_flight_messages",
+      "replicated writes: messages waiting for their delivery report",
+      MetricType::Gauge, s.messages_in_flight);
+  prometheus::MetricFamily latency =
+      MakeFamily("exposure_filter_kafka_produce_seconds",
+                 "replicated writes: a call's first enqueue to its last "
+                 "delivery report",
+                 MetricType::Histogram);
+  prometheus::ClientMetric m;
+  for (size_t i = 0; i < s.latency_buckets.size(); ++i) {
+    m.histogram.bucket.push_back(
+        {s.latency_buckets[i],
+         i < kProduceLatencyBoundsMs.size()
+             ? static_cast<double>(kProduceLatencyBoundsMs[i]) / 1000.0
+             : std::numeric_limits<double>::infinity()});
+  }
+  m.histogram.sample_count = s.latency_buckets.back();
+  m.histogram.sample_sum = s.latency_sum_ms / 1000.0;
+  latency.metric.push_back(std::move(m));
+  out->push_back(std::move(latency));
+}
+
 std::vector<prometheus::MetricFamily> KafkaIngestMetrics::Collect() const {
   absl::MutexLock lock(&mu_);
-  if (ingest_ == nullptr) return {};
+  std::vector<prometheus::MetricFamily> out;
+  if (producer_ != nullptr) CollectProducer(&out);
+  if (ingest_ == nullptr) return out;
   const KafkaIngestStats s = ingest_->stats();
   using prometheus::MetricType;
-  std::vector<prometheus::MetricFamily> out;
   auto counter = [&](const char* name, const char* help, double value) {
     out.push_back(MakeFamily(name, help, MetricType::Counter));
     AddSample(out.back(), {}, value);
@@ -22,6 +62,9 @@ std::vector<prometheus::MetricFamily> KafkaIngestMetrics::Collect() const {
           "exposures (user, time, items) recorded from Kafka", s.exposures);
   counter("exposure_filter_kafka_items_total",
           "item ids and keys recorded from Kafka", s.items);
+  counter("exposure_filter_kafka_deletes_total",
+          "delete_user records applied from Kafka (replicated DeleteUser)",
+          s.deletes);
   counter("exposure_filter_kafka_batches_total",
           "Kafka batches recorded and made durable with their offsets",
           s.batches);

@@ -1,0 +1,188 @@
+// ExposureLogProducer (issue 16, M2) against librdkafka's mock cluster, no
+// server: every message lands in the partition its key's owners consume,
+// every call's callback runs exactly once (OK or naming its failures), from
+// concurrent callers too, and Close answers the calls still waiting. Waits
+// poll with generous deadlines; nothing here measures time.
+#include "src/ingest/exposure_log_producer.h"
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "exposure_filter/partitioning.h"
+#include "gtest/gtest.h"
+#include "tools/kafka/kafka_mock_cluster.h"
+
+namespace exposure_filter {
+namespace {
+
+constexpr int kPartitions = 6;
+constexpr char kTopic[] = "exposures";
+
+LogMessage Message(const std::string& user, bool del = false) {
+  LogMessage m;
+  m.key = user;
+  m.value = absl::StrCat("value-of-", user);
+  m.delete_user = del;
+  m.what = user;
+  return m;
+}
+
+class ExposureLogProducerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cluster = KafkaMockCluster::Start();
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    ASSERT_TRUE(cluster_->CreateTopic(kTopic, kPartitions).ok());
+  }
+  std::unique_ptr<ExposureLogProducer> Start(absl::Duration timeout) {
+    ExposureLogProducerOptions o;
+    o.brokers = cluster_->bootstrap_servers();
+    o.topic = kTopic;
+    o.partitions = kPartitions;
+    o.produce_timeout = timeout;
+    auto p = ExposureLogProducer::Start(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  }
+  // Everything in the topic: (partition, key, ef-op header or "").
+  struct Read {
+    int32_t partition;
+    std::string key;
+    std::string op;
+  };
+  std::vector<Read> ReadAll(size_t want) {
+    std::string err;
+    std::unique_ptr<RdKafka::Conf> conf(
+        RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    conf->set("bootstrap.servers", cluster_->bootstrap_servers(), err);
+    conf->set("group.id", "reader", err);
+    std::unique_ptr<RdKafka::KafkaConsumer> c(
+        RdKafka::KafkaConsumer::create(conf.get(), err));
+    std::vector<RdKafka::TopicPartition*> tps;
+    for (int p = 0; p < kPartitions; ++p) {
+      tps.push_back(RdKafka::TopicPartition::create(
+          kTopic, p, RdKafka::Topic::OFFSET_BEGINNING));
+    }
+    c->assign(tps);
+    for (RdKafka::TopicPartition* tp : tps) delete tp;
+    std::vector<Read> out;
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (out.size() < want && absl::Now() < deadline) {
+      std::unique_ptr<RdKafka::Message> m(c->consume(100));
+      if (m->err() != RdKafka::ERR_NO_ERROR) continue;
+      Read r{m->partition(), *m->key(), ""};
+      if (m->headers() != nullptr) {
+        const RdKafka::Headers::Header h = m->headers()->get_last(kLogOpHeader);
+        if (h.err() == RdKafka::ERR_NO_ERROR) {
+          r.op.assign(static_cast<const char*>(h.value()), h.value_size());
+        }
+      }
+      out.push_back(std::move(r));
+    }
+    c->close();
+    return out;
+  }
+
+  std::unique_ptr<KafkaMockCluster> cluster_;
+};
+
+TEST_F(ExposureLogProducerTest, MessagesLandInTheirKeysPartitionWithTheOp) {
+  auto producer = Start(absl::Seconds(30));
+  ASSERT_NE(producer, nullptr);
+  std::vector<LogMessage> messages;
+  for (int u = 0; u < 20; ++u)
+    messages.push_back(Message(absl::StrCat("u", u)));
+  messages.push_back(Message("u3", /*del=*/true));
+  absl::Notification done;
+  std::vector<LogDeliveryFailure> failures;
+  producer->Produce(std::move(messages),
+                    [&](std::vector<LogDeliveryFailure> f) {
+                      failures = std::move(f);
+                      done.Notify();
+                    });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(failures.empty());
+  const std::vector<Read> got = ReadAll(21);
+  ASSERT_EQ(got.size(), 21u);
+  int deletes = 0;
+  for (const Read& r : got) {
+    EXPECT_EQ(r.partition, KafkaPartitionForKey(r.key, kPartitions)) << r.key;
+    if (!r.op.empty()) {
+      EXPECT_EQ(r.op, kLogOpDeleteUser);
+      EXPECT_EQ(r.key, "u3");
+      ++deletes;
+    }
+  }
+  EXPECT_EQ(deletes, 1);
+  const ExposureLogProducerStats s = producer->stats();
+  EXPECT_EQ(s.messages_acked, 21u);
+  EXPECT_EQ(s.messages_in_flight, 0u);
+  EXPECT_EQ(s.calls, 1u);
+  EXPECT_EQ(s.latency_buckets.back(), 1u);
+}
+
+TEST_F(ExposureLogProducerTest, ConcurrentCallersEachGetOneAnswer) {
+  auto producer = Start(absl::Seconds(30));
+  ASSERT_NE(producer, nullptr);
+  constexpr int kThreads = 4, kCalls = 50;
+  std::atomic<int> answered{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        std::vector<LogMessage> m = {Message(absl::StrCat("t", t, "-", i)),
+                                     Message(absl::StrCat("x", t, "-", i))};
+        producer->Produce(std::move(m), [&](std::vector<LogDeliveryFailure> f) {
+          if (!f.empty()) failed.fetch_add(1);
+          answered.fetch_add(1);
+        });
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (answered.load() < kThreads * kCalls && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(answered.load(), kThreads * kCalls);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(producer->stats().messages_acked, 2u * kThreads * kCalls);
+}
+
+TEST_F(ExposureLogProducerTest, CloseAnswersEveryWaitingCallWithItsFailures) {
+  // The broker is down and the produce timeout long: the call would wait
+  // 10 min; Close (shutdown) must answer it, naming both messages.
+  auto producer = Start(absl::Minutes(10));
+  ASSERT_NE(producer, nullptr);
+  cluster_->SetBrokerDown(1);
+  absl::Notification done;
+  std::vector<LogDeliveryFailure> failures;
+  producer->Produce({Message("a"), Message("b")},
+                    [&](std::vector<LogDeliveryFailure> f) {
+                      failures = std::move(f);
+                      done.Notify();
+                    });
+  EXPECT_FALSE(done.HasBeenNotified());
+  // Shutdown waits 1 s for the broker, then purges: the call is answered.
+  producer->Close(absl::Seconds(1));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_EQ(failures.size(), 2u);
+  // And a call after Close fails at once, inline.
+  bool answered = false;
+  producer->Produce({Message("c")}, [&](std::vector<LogDeliveryFailure> f) {
+    answered = f.size() == 1;
+  });
+  EXPECT_TRUE(answered);
+}
+
+}  // namespace
+}  // namespace exposure_filter
