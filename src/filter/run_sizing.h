@@ -83,6 +83,12 @@ class RunSizing {
   // items it still received.
   static constexpr int kQuietWrites = 8;
   static constexpr int kMaxPrecision = 32;
+  // A user with no read or write for this long is idle: the sweeper seals
+  // its open slices, the newest included (UserFilter::SealIdle), where the
+  // codes shrink by more than kIdleSealMinGainBits (a sealed run's table
+  // entry is ~4 bytes longer than an open one's).
+  static constexpr int64_t kIdleSealMs = 3600 * 1000;
+  static constexpr uint64_t kIdleSealMinGainBits = 64;
   // Fraction of the budget that no admission (join, new run, seal) may use:
   // when the shares are exhausted even at b = 32, the run that must still
   // take a write (no false negatives) spends from it, 2^-32 per item: ~43,000

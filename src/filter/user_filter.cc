@@ -381,8 +381,9 @@ std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
 }
 
 void UserFilter::SealQuiet(const FilterPolicy& policy,
-                           std::vector<SlicePlan>& plan, double budget) const {
-  if (plan.size() < 2) return;
+                           std::vector<SlicePlan>& plan, double budget,
+                           bool idle) const {
+  if (!idle && plan.size() < 2) return;
   const int window = std::max(1, policy.max_live_slices() - 1);
   double fp_all = 0;
   uint64_t live_items = 0;
@@ -392,9 +393,13 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       live_items += r.meta.count;
     }
   }
-  for (size_t i = 0; i + 1 < plan.size(); ++i) {
+  // An idle user's newest slice is sealed too: its open run's share (half
+  // of what was left) and spare precision are paid for nothing while no
+  // write comes.
+  const size_t last = idle ? plan.size() : plan.size() - 1;
+  for (size_t i = 0; i < last; ++i) {
     SlicePlan& s = plan[i];
-    if (s.meta.quiet < RunSizing::kQuietWrites) continue;
+    if (!idle && s.meta.quiet < RunSizing::kQuietWrites) continue;
     std::vector<RunPlan> prefix;
     RunPlan* sealed = nullptr;
     double fp_slice = 0;
@@ -465,10 +470,44 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       s.runs = original;
       continue;
     }
+    if (idle) {
+      // Sealing for memory only: kept only if the codes shrink by more than
+      // a sealed run's extra table bytes (U - 1, weight - count).
+      uint64_t old_bits = 0;
+      for (const RunPlan& r : prefix) old_bits += r.meta.payload_bits;
+      const uint64_t new_bits =
+          RiceCode::Choose(merged.fps, merged.meta.universe).bits;
+      if (new_bits + RunSizing::kIdleSealMinGainBits > old_bits) {
+        s.runs = original;
+        continue;
+      }
+    }
     fp_all = fp_all - fp_slice + fp_kept + merged.meta.fp();
     keep.insert(keep.begin(), std::move(merged));
     s.runs = std::move(keep);
   }
+}
+
+bool UserFilter::SealIdle(const FilterPolicy& policy, int64_t active_now_ms) {
+  if (h_ == nullptr ||
+      active_now_ms - last_active_ms() < RunSizing::kIdleSealMs) {
+    return false;
+  }
+  Tables t = Decode();
+  bool any_open = false;
+  for (const RunMeta& r : t.runs) any_open |= r.open;
+  if (!any_open) return false;  // already sealed: the sweeper's common case
+  std::vector<SlicePlan> plan = Plan(t);
+  const double budget = RunSizing::AdmissionBudget(
+      policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
+  SealQuiet(policy, plan, budget, /*idle=*/true);
+  bool changed = false;
+  for (const SlicePlan& s : plan) {
+    for (const RunPlan& r : s.runs) changed |= r.src == nullptr;
+  }
+  if (!changed) return false;
+  Rebuild(plan, t.legacy, key());
+  return true;
 }
 
 uint64_t UserFilter::Record(const FilterPolicy& policy,
@@ -632,7 +671,7 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       added = r.fps.size();
       slice.runs.push_back(std::move(r));
     }
-    SealQuiet(policy, plan, budget);
+    SealQuiet(policy, plan, budget, /*idle=*/false);
   }
   Rebuild(plan, t.legacy, key());
   return added;

@@ -96,6 +96,16 @@ class UserFilter {
                       uint64_t item_hash,
                       std::vector<int64_t>* slice_indices) const;
 
+  // Memory only, for the store's sweeper (under the shard's exclusive
+  // lock): if the user has been inactive for RunSizing::kIdleSealMs
+  // (`active_now_ms` on the clock Touch is given: the store's MonotonicMs),
+  // seals
+  // every slice whose open runs shrink when re-encoded at the slice's
+  // proportional share (run_sizing.h), the newest included. F stays within
+  // the budget; later writes follow the late-item rules. Returns whether
+  // the filter changed. Does not touch the LRU clock.
+  bool SealIdle(const FilterPolicy& policy, int64_t active_now_ms);
+
   // Drops slices that aged out; returns how many.
   int DropExpired(const FilterPolicy& policy, int64_t now_ms);
   bool HasLiveSlices(const FilterPolicy& policy, int64_t now_ms) const;
@@ -231,9 +241,10 @@ class UserFilter {
   static std::vector<uint32_t> RemapRuns(const UserFilter& f,
                                          const std::vector<RunPlan>& runs,
                                          int b, uint64_t u);
-  // Seals quiet slices (RunSizing) in `plan`.
+  // Seals quiet slices (RunSizing) in `plan`; `idle`: every slice, the
+  // newest included, where that shrinks the codes (SealIdle).
   void SealQuiet(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
-                 double budget) const;
+                 double budget, bool idle) const;
 
   Header* h_ = nullptr;
 };

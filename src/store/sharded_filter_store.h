@@ -136,8 +136,9 @@ class ShardedFilterStore {
   // True if the user had a filter.
   bool DeleteUser(const Surface& surface, absl::string_view user_id);
 
-  // Drops aged-out slices and empty users, one shard at a time. Returns the
-  // number of users removed; fills `report` (if given) on the way.
+  // Drops aged-out slices and empty users, one shard at a time, and seals
+  // idle users' open slices (UserFilter::SealIdle). Returns the number of
+  // users removed; fills `report` (if given) on the way.
   uint64_t DropExpired(SweepReport* report = nullptr);
 
   // --- Memory ceiling --------------------------------------------------
