@@ -53,6 +53,91 @@ int64_t UnZigZag(uint64_t v) {
   return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
 }
 
+// Fixed-length little-endian fields of a slice's head (event times: a
+// varint spends 1 bit in 8 on continuation, e.g. 5 bytes for the 29 bits of
+// a 5-day span in ms; 4 bytes here plus 3 bits of length in the head).
+// Length codes 0..6 are that many bytes; 7 is 8 bytes.
+int LenCode(uint64_t v) {
+  int n = 0;
+  for (; v != 0; v >>= 8) ++n;
+  return n >= 7 ? 7 : n;
+}
+int CodeBytes(int code) { return code == 7 ? 8 : code; }
+void PutFixed(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> 8 * i));
+}
+uint64_t GetFixed(const unsigned char*& p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{*p++} << 8 * i;
+  return v;
+}
+
+// Slice head, a fixed u16: the quiet count, the run count, the length codes
+// of |min - previous slice's max| and of max - min, min's sign, and whether
+// the index differs from the previous slice's + 1 (then its zigzag delta
+// follows as a varint).
+constexpr int kHeadRunsShift = 4;
+constexpr int kHeadMinLenShift = 8;
+constexpr int kHeadSpanLenShift = 11;
+constexpr uint16_t kHeadMinNegative = 1 << 14;
+constexpr uint16_t kHeadIndexJump = 1 << 15;
+
+// Run field `packed` (a varint): bits 0-4 b - 1, bit 5 open, bit 6 free
+// (reserved for one more flag), bits 7.. zigzag(k - CanonicalRiceK) << 1 |
+// sealed run whose capacity exceeds its count. One byte when the Rice
+// parameter is the canonical one and a sealed run is full (always, unless
+// loaded from parts that say otherwise).
+constexpr uint64_t kRunOpen = 1 << 5;
+constexpr int kRunRestShift = 7;
+
+// Expected Rice code length of n distinct fingerprints uniform in [0, u) at
+// parameter k: n (k + 1) remainder and stop bits, and per gap (geometric,
+// mean mu = (u - n) / n) a unary quotient of mean 1 / (e^(2^k / mu) - 1)
+// (fingerprint_run.h). The tables store payload bits as the difference to
+// it: a few units (the quotients' rounding, about sqrt(n / 12), and the
+// last gap) instead of 2-3 varint bytes.
+double ModelRiceBits(uint64_t n, uint64_t u, int k) {
+  const double nd = static_cast<double>(n);
+  const double mean = static_cast<double>(u - n) / nd;
+  double bits = nd * (k + 1);
+  if (mean > 0) bits += nd / std::expm1(std::ldexp(1.0, k) / mean);
+  return bits;
+}
+int64_t ExpectedRiceBits(uint64_t n, uint64_t u, int k) {
+  return std::llround(ModelRiceBits(n, u, k));
+}
+// The k the model prefers near 2^k = mu ln 2 (RiceCode::Choose tries k0 - 1
+// .. k0 + 1 on the real gaps and mostly agrees): the tables store k as the
+// difference to it, 0 in the common case.
+int CanonicalRiceK(uint64_t n, uint64_t u) {
+  const double target =
+      static_cast<double>(u - n) / static_cast<double>(n) * std::log(2.0);
+  int k0 = target >= 1 ? static_cast<int>(std::floor(std::log2(target))) : 0;
+  k0 = std::clamp(k0, 0, 31);
+  int best = k0;
+  for (int k = std::max(0, k0 - 1); k <= std::min(31, k0 + 1); ++k) {
+    if (ModelRiceBits(n, u, k) < ModelRiceBits(n, u, best)) best = k;
+  }
+  return best;
+}
+// Expected weight (RunMeta::weight) of n fingerprints at (b, u): an item
+// lands on f with probability c_f / 2^b, so a stored f covers E[c_f] =
+// sum c^2 / 2^b prefixes (size-biased), with u - h fingerprints covering
+// floor(2^b / u) prefixes and h = 2^b mod u one more. Stored as the
+// difference, a few units instead of 2 varint bytes.
+int64_t ExpectedWeight(uint64_t n, int b, uint64_t u) {
+  const uint64_t full = uint64_t{1} << b;
+  if (u >= full) return static_cast<int64_t>(n);
+  const uint64_t lo = full / u;
+  const uint64_t hi_count = full - lo * u;
+  const double lo_d = static_cast<double>(lo);
+  const double mean_c =
+      (static_cast<double>(u - hi_count) * lo_d * lo_d +
+       static_cast<double>(hi_count) * (lo_d + 1) * (lo_d + 1)) /
+      static_cast<double>(full);
+  return std::llround(static_cast<double>(n) * mean_c);
+}
+
 // P(a fresh item passes every segment of a legacy slice), each segment at
 // its expected rate for its count (bloom_math.h), the rate format 1 reports.
 double LegacySliceClean(const BloomSlices::Slice& s) {
@@ -156,31 +241,49 @@ UserFilter::Tables UserFilter::Decode() const {
     p += sizeof(t.legacy);
   }
   const uint64_t slices = head >> 1;
-  int64_t prev_index = 0, prev_min = 0;
+  int64_t prev_index = -1;
+  uint64_t prev_max = 0;  // unsigned: the differences wrap, exactly
   uint64_t offset = 0;
   for (uint64_t i = 0; i < slices; ++i) {
     SliceMeta s;
-    s.index = prev_index + UnZigZag(GetVarint(p));
-    s.min_event_ms = prev_min + UnZigZag(GetVarint(p));
-    s.max_event_ms = s.min_event_ms + static_cast<int64_t>(GetVarint(p));
-    const uint64_t rq = GetVarint(p);
-    s.num_runs = static_cast<uint8_t>(rq >> 4);
-    s.quiet = static_cast<uint8_t>(rq & 15);
+    const uint16_t sh = static_cast<uint16_t>(GetFixed(p, 2));
+    s.quiet = static_cast<uint8_t>(sh & 15);
+    s.num_runs = static_cast<uint8_t>((sh >> kHeadRunsShift) & 15);
+    s.index = prev_index + 1;
+    if (sh & kHeadIndexJump) s.index = prev_index + UnZigZag(GetVarint(p));
+    const uint64_t dmin = GetFixed(p, CodeBytes((sh >> kHeadMinLenShift) & 7));
+    const uint64_t min =
+        (sh & kHeadMinNegative) ? prev_max - dmin : prev_max + dmin;
+    const uint64_t span = GetFixed(p, CodeBytes((sh >> kHeadSpanLenShift) & 7));
+    s.min_event_ms = static_cast<int64_t>(min);
+    s.max_event_ms = static_cast<int64_t>(min + span);
     prev_index = s.index;
-    prev_min = s.min_event_ms;
+    prev_max = min + span;
     t.slices.push_back(s);
     for (int j = 0; j < s.num_runs; ++j) {
       RunMeta r;
       r.count = static_cast<uint32_t>(GetVarint(p));
-      r.capacity = r.count + static_cast<uint32_t>(GetVarint(p));
       const uint64_t packed = GetVarint(p);
       r.precision = static_cast<uint8_t>((packed & 31) + 1);
-      r.rice_k = static_cast<uint8_t>((packed >> 5) & 31);
-      r.open = ((packed >> 10) & 1) != 0;
+      r.open = (packed & kRunOpen) != 0;
+      const uint64_t rest = packed >> kRunRestShift;
+      r.capacity = r.count;
+      if (r.open || (rest & 1)) {
+        r.capacity += static_cast<uint32_t>(GetVarint(p));
+      }
       // An open run is a prefix run: U = 2^b, not stored.
       r.universe = r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
-      r.weight = r.count + (r.open ? 0 : GetVarint(p));
-      r.payload_bits = static_cast<uint32_t>(GetVarint(p));
+      r.rice_k = static_cast<uint8_t>(CanonicalRiceK(r.count, r.universe) +
+                                      UnZigZag(rest >> 1));
+      r.weight = r.count;
+      if (!r.open) {
+        r.weight = static_cast<uint64_t>(
+            ExpectedWeight(r.count, r.precision, r.universe) +
+            UnZigZag(GetVarint(p)));
+      }
+      r.payload_bits = static_cast<uint32_t>(
+          ExpectedRiceBits(r.count, r.universe, r.rice_k) +
+          UnZigZag(GetVarint(p)));
       r.bit_offset = offset;
       offset += r.payload_bits;
       t.runs.push_back(r);
@@ -233,17 +336,32 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
   if (legacy != nullptr) {
     tables.append(reinterpret_cast<const char*>(&legacy), sizeof(legacy));
   }
-  int64_t prev_index = 0, prev_min = 0;
+  int64_t prev_index = -1;
+  uint64_t prev_max = 0;
   for (SlicePlan& s : plan) {
     if (s.runs.empty()) continue;
-    PutVarint(&tables, ZigZag(s.meta.index - prev_index));
-    PutVarint(&tables, ZigZag(s.meta.min_event_ms - prev_min));
-    PutVarint(&tables,
-              static_cast<uint64_t>(s.meta.max_event_ms - s.meta.min_event_ms));
-    PutVarint(&tables, uint64_t{static_cast<uint32_t>(s.runs.size())} << 4 |
-                           std::min<uint8_t>(s.meta.quiet, 15));
+    // Event times exactly (ToParts returns them): min as its distance to
+    // the previous slice's max (small for an in-order stream), max - min.
+    const uint64_t min = static_cast<uint64_t>(s.meta.min_event_ms);
+    const uint64_t span = static_cast<uint64_t>(s.meta.max_event_ms) - min;
+    const bool negative = static_cast<int64_t>(min - prev_max) < 0;
+    const uint64_t dmin = negative ? prev_max - min : min - prev_max;
+    const int min_code = LenCode(dmin), span_code = LenCode(span);
+    const bool jump = s.meta.index != prev_index + 1;
+    static_assert(kMaxRunsPerSlice <= 15, "the slice head has 4 run bits");
+    PutFixed(
+        &tables,
+        uint64_t{std::min<uint8_t>(s.meta.quiet, 15)} |
+            uint64_t{static_cast<uint32_t>(s.runs.size())} << kHeadRunsShift |
+            uint64_t(min_code) << kHeadMinLenShift |
+            uint64_t(span_code) << kHeadSpanLenShift |
+            (negative ? kHeadMinNegative : 0) | (jump ? kHeadIndexJump : 0),
+        2);
+    if (jump) PutVarint(&tables, ZigZag(s.meta.index - prev_index));
+    PutFixed(&tables, dmin, CodeBytes(min_code));
+    PutFixed(&tables, span, CodeBytes(span_code));
     prev_index = s.meta.index;
-    prev_min = s.meta.min_event_ms;
+    prev_max = min + span;
     for (RunPlan& r : s.runs) {
       if (r.src == nullptr) {
         const RiceCode code = RiceCode::Choose(r.fps, r.meta.universe);
@@ -253,17 +371,25 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
         r.meta.capacity = std::max(r.meta.capacity, r.meta.count);
         r.meta.weight = Weight(r.fps, r.meta.precision, r.meta.universe);
       }
-      PutVarint(&tables, r.meta.count);
-      PutVarint(&tables, r.meta.capacity - r.meta.count);
-      PutVarint(&tables, uint64_t{r.meta.precision - 1u} |
-                             uint64_t{r.meta.rice_k} << 5 |
-                             uint64_t{r.meta.open ? 1u : 0u} << 10);
-      if (!r.meta.open) {
-        PutVarint(&tables, r.meta.universe - 1);
-        PutVarint(&tables, r.meta.weight - r.meta.count);
+      const RunMeta& m = r.meta;
+      const bool spare = !m.open && m.capacity != m.count;
+      const int64_t k_diff =
+          int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe);
+      PutVarint(&tables, m.count);
+      PutVarint(&tables, uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
+                             (ZigZag(k_diff) << 1 | (spare ? 1 : 0))
+                                 << kRunRestShift);
+      if (m.open || spare) PutVarint(&tables, m.capacity - m.count);
+      if (!m.open) {
+        PutVarint(&tables, m.universe - 1);
+        PutVarint(&tables,
+                  ZigZag(static_cast<int64_t>(m.weight) -
+                         ExpectedWeight(m.count, m.precision, m.universe)));
       }
-      PutVarint(&tables, r.meta.payload_bits);
-      total_bits += r.meta.payload_bits;
+      PutVarint(&tables,
+                ZigZag(int64_t{m.payload_bits} -
+                       ExpectedRiceBits(m.count, m.universe, m.rice_k)));
+      total_bits += m.payload_bits;
     }
   }
   const size_t payload_bytes = (total_bits + 7) / 8;
@@ -498,8 +624,8 @@ bool UserFilter::SealIdle(const FilterPolicy& policy, int64_t active_now_ms) {
   for (const RunMeta& r : t.runs) any_open |= r.open;
   if (!any_open) return false;  // already sealed: the sweeper's common case
   std::vector<SlicePlan> plan = Plan(t);
-  const double budget = RunSizing::AdmissionBudget(
-      policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
+  const double budget =
+      RunSizing::AdmissionBudget(policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
   SealQuiet(policy, plan, budget, /*idle=*/true);
   bool changed = false;
   for (const SlicePlan& s : plan) {

@@ -291,7 +291,8 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
       if (surface == nullptr || filter.DropExpired(surface->policy, now) == 0) {
         // An idle user's open slices are re-encoded at their share (memory
         // only; F stays within delta): UserFilter::SealIdle.
-        if (surface != nullptr && filter.SealIdle(surface->policy, active_now)) {
+        if (surface != nullptr &&
+            filter.SealIdle(surface->policy, active_now)) {
           Account(shard, surface_id, 0, EntryBytes(filter) - before);
         }
         if (report != nullptr && surface != nullptr) {

@@ -19,10 +19,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "src/filter/user_filter.h"
 #include "src/store/annotated_mutex.h"
