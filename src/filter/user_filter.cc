@@ -88,6 +88,9 @@ constexpr uint16_t kHeadIndexJump = 1 << 15;
 // parameter is the canonical one and a sealed run is full (always, unless
 // loaded from parts that say otherwise).
 constexpr uint64_t kRunOpen = 1 << 5;
+// A sealed run's U: (U >> 8) << 1 if a multiple of 256 (as RunSizing seals,
+// kSealedUniverseQuantum), else (U - 1) << 1 | 1.
+constexpr int kUniverseShift = 8;
 constexpr int kRunRestShift = 7;
 
 // Expected Rice code length of n distinct fingerprints uniform in [0, u) at
@@ -272,7 +275,12 @@ UserFilter::Tables UserFilter::Decode() const {
         r.capacity += static_cast<uint32_t>(GetVarint(p));
       }
       // An open run is a prefix run: U = 2^b, not stored.
-      r.universe = r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
+      if (r.open) {
+        r.universe = uint64_t{1} << r.precision;
+      } else {
+        const uint64_t u = GetVarint(p);
+        r.universe = (u & 1) ? (u >> 1) + 1 : (u >> 1) << kUniverseShift;
+      }
       r.rice_k = static_cast<uint8_t>(CanonicalRiceK(r.count, r.universe) +
                                       UnZigZag(rest >> 1));
       r.weight = r.count;
@@ -381,7 +389,9 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                                  << kRunRestShift);
       if (m.open || spare) PutVarint(&tables, m.capacity - m.count);
       if (!m.open) {
-        PutVarint(&tables, m.universe - 1);
+        PutVarint(&tables, m.universe % (uint64_t{1} << kUniverseShift) == 0
+                               ? (m.universe >> kUniverseShift) << 1
+                               : (m.universe - 1) << 1 | 1);
         PutVarint(&tables,
                   ZigZag(static_cast<int64_t>(m.weight) -
                          ExpectedWeight(m.count, m.precision, m.universe)));
