@@ -203,34 +203,44 @@ UserFilter& UserFilter::operator=(UserFilter&& o) noexcept {
   return *this;
 }
 
-size_t UserFilter::PreHeaderBytes(const Header* h) {
+size_t UserFilter::AllocBytes(const Header* h) {
   size_t key_bytes = h->key_len;
   if (h->key_len == kLongKey) {
     uint32_t len;
-    std::memcpy(&len, reinterpret_cast<const char*>(h) - sizeof(len),
+    std::memcpy(&len, reinterpret_cast<const char*>(h + 1) + h->payload_bytes,
                 sizeof(len));
     key_bytes = size_t{len} + sizeof(len);
   }
-  return Align8(size_t{h->payload_bytes} + key_bytes + h->table_bytes);
+  return sizeof(Header) +
+         BodyBytes(h->payload_bytes, key_bytes, h->table_bytes);
+}
+
+size_t UserFilter::BodyBytes(size_t payload_bytes, size_t key_bytes,
+                             size_t table_bytes) {
+  // The decoder reads one word past the payload's last (fingerprint_run.h):
+  // the body reaches at least that far (key and tables mostly do anyway).
+  return std::max(payload_bytes + key_bytes + table_bytes,
+                  Align8(payload_bytes) + 8);
 }
 
 void UserFilter::Free(Header* h) {
   if (h == nullptr) return;
-  char* base = reinterpret_cast<char*>(h) - PreHeaderBytes(h);
   h->~Header();
-  ::operator delete(base);
+  ::operator delete(h);
 }
 
 absl::string_view UserFilter::key() const {
   if (h_ == nullptr) return {};
-  const char* base = reinterpret_cast<const char*>(payload());
+  const char* base =
+      reinterpret_cast<const char*>(payload()) + h_->payload_bytes;
   size_t len = h_->key_len;
   if (len == kLongKey) {
     uint32_t long_len;
-    std::memcpy(&long_len, reinterpret_cast<const char*>(h_) - 4, 4);
+    std::memcpy(&long_len, base, 4);
     len = long_len;
+    base += 4;
   }
-  return absl::string_view(base + h_->payload_bytes, len);
+  return absl::string_view(base, len);
 }
 
 UserFilter::Tables UserFilter::Decode() const {
@@ -405,11 +415,15 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
   const size_t payload_bytes = (total_bits + 7) / 8;
   const bool long_key = key.size() >= kLongKey;
   const size_t key_bytes = key.size() + (long_key ? 4 : 0);
-  const size_t pre = Align8(payload_bytes + key_bytes + tables.size());
+  const size_t body = BodyBytes(payload_bytes, key_bytes, tables.size());
   // The tables stay far below 64 KiB (a live filter has <= 9 slices of a
   // few runs); a u32 payload holds 2^32 bytes.
-  char* base = static_cast<char*>(::operator new(pre + sizeof(Header)));
-  std::memset(base, 0, pre);
+  static_assert(sizeof(Header) % 8 == 0 &&
+                    alignof(Header) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+                "the payload after the header must be word-aligned");
+  char* alloc = static_cast<char*>(::operator new(sizeof(Header) + body));
+  char* base = alloc + sizeof(Header);  // word-aligned: the payload
+  std::memset(base, 0, body);
   auto* words = reinterpret_cast<uint64_t*>(base);
   uint64_t offset = 0;
   for (SlicePlan& s : plan) {
@@ -429,13 +443,15 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
     }
   }
   // The key may live in the old allocation: copy it before freeing that.
-  std::memcpy(base + payload_bytes, key.data(), key.size());
-  std::memcpy(base + payload_bytes + key.size(), tables.data(), tables.size());
-  auto* h = reinterpret_cast<Header*>(base + pre);
+  char* key_at = base + payload_bytes;
   if (long_key) {
     const uint32_t len = static_cast<uint32_t>(key.size());
-    std::memcpy(base + pre - 4, &len, 4);
+    std::memcpy(key_at, &len, 4);
+    key_at += 4;
   }
+  std::memcpy(key_at, key.data(), key.size());
+  std::memcpy(key_at + key.size(), tables.data(), tables.size());
+  auto* h = reinterpret_cast<Header*>(alloc);
   new (h) Header{static_cast<uint32_t>(payload_bytes),
                  long_key ? kLongKey : static_cast<uint16_t>(key.size()),
                  static_cast<uint16_t>(tables.size()),
@@ -464,7 +480,7 @@ void UserFilter::SetKey(absl::string_view key) {
 
 size_t UserFilter::MemoryBytes() const {
   if (h_ == nullptr) return 0;
-  size_t bytes = PreHeaderBytes(h_) + sizeof(Header);
+  size_t bytes = AllocBytes(h_);
   if (const Legacy* l = Decode().legacy) {
     bytes += sizeof(Legacy) + l->slices.MemoryBytes();
   }

@@ -17,16 +17,19 @@
 // 20-item user must stay under 100 bytes all-in). The filter is ONE heap
 // allocation and the object is one pointer:
 //
-//   [run payloads, bit-packed][key][tables][pad to 8][header]
-//    ^ 8-byte aligned                                 ^ the object points here
+//   [header][run payloads, bit-packed][key][tables]
+//   ^ the object points here (operator new: 16-aligned, so the payload
+//     after the 16-byte header is word-aligned; no padding at the end)
 //
 // Every run's codes are packed back to back in one bitstream (run r starts
 // at the sum of the earlier runs' payload bits) and read in place through a
-// FingerprintRunView. The tables (slices and runs) are a varint byte
-// stream: a slice costs ~10 bytes, a run ~9, instead of ~24 and ~20 as
-// fixed structs. The decoder's read of one word past the payload lands in
-// key, tables or the header's first (immutable) 8 bytes, never in the
-// atomic last-active time, so concurrent readers and Touch() do not race.
+// FingerprintRunView. The tables (slices and runs, user_filter.cc) are a
+// byte stream of fixed-length event-time fields and varints, most of them
+// differences to what the fields' neighbours predict: a slice costs ~9
+// bytes, a sealed run ~7, an open run ~5. The decoder's read of one word
+// past the payload lands in key or tables (the allocation reaches that far,
+// BodyBytes), never in the header's atomic last-active time, which precedes
+// the payload: concurrent readers and Touch() do not race.
 // Each write re-encodes the run it changes and rebuilds the allocation:
 // O(items of that run).
 //
@@ -159,8 +162,8 @@ class UserFilter {
   const BloomSlices* legacy() const;
 
  private:
-  // The header ends the allocation. Its first 8 bytes are written only when
-  // the allocation is built (see the layout above).
+  // The header starts the allocation. Its first 8 bytes are written only
+  // when the allocation is built (see the layout above).
   struct Header {
     uint32_t payload_bytes;  // ceil(payload bits / 8), at the allocation start
     uint16_t key_len;        // 0xffff: a u32 length precedes the key
@@ -223,10 +226,14 @@ class UserFilter {
   std::vector<SlicePlan> Plan(const Tables& t) const;
   FingerprintRunView View(const RunMeta& r) const;
   const uint64_t* payload() const {
-    return reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(h_) -
-                                             PreHeaderBytes(h_));
+    return reinterpret_cast<const uint64_t*>(h_ + 1);
   }
-  static size_t PreHeaderBytes(const Header* h);
+  // The allocation's size, header included.
+  static size_t AllocBytes(const Header* h);
+  // What follows the header: payload, key and tables, reaching at least
+  // one word past the payload's last.
+  static size_t BodyBytes(size_t payload_bytes, size_t key_bytes,
+                          size_t table_bytes);
   // Replaces the allocation with one holding `plan`, `legacy` and `key`.
   void Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                absl::string_view key);
