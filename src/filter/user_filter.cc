@@ -82,16 +82,25 @@ constexpr int kHeadSpanLenShift = 11;
 constexpr uint16_t kHeadMinNegative = 1 << 14;
 constexpr uint16_t kHeadIndexJump = 1 << 15;
 
-// Run field `packed` (a varint): bits 0-4 b - 1, bit 5 open, bit 6 free
-// (reserved for one more flag), bits 7.. zigzag(k - CanonicalRiceK) << 1 |
-// sealed run whose capacity exceeds its count. One byte when the Rice
-// parameter is the canonical one and a sealed run is full (always, unless
-// loaded from parts that say otherwise).
+// A run: count (varint); `packed` (varint): bits 0-4 b - 1, bit 5 open,
+// bit 6 free (reserved for one more flag), bits 7.. the rest:
+// zigzag(k - CanonicalRiceK) << 3 | kRunWide | kRunSpare; capacity - count
+// (varint; open runs, and sealed ones with kRunSpare); a sealed run's U
+// (varint, kUniverseShift); the differences of weight (sealed runs) and
+// payload bits to their expected values (one nibble byte or varints,
+// kRunWide). `packed` is one byte when k is the canonical one, a sealed run
+// is full (always, unless loaded from parts that say otherwise) and its
+// differences fit the nibbles.
 constexpr uint64_t kRunOpen = 1 << 5;
 // A sealed run's U: (U >> 8) << 1 if a multiple of 256 (as RunSizing seals,
 // kSealedUniverseQuantum), else (U - 1) << 1 | 1.
 constexpr int kUniverseShift = 8;
 constexpr int kRunRestShift = 7;
+constexpr uint64_t kRunSpare = 1;  // in the rest: a sealed run not full
+// In the rest: a sealed run's weight and payload differences are varints.
+// Without it they are the two nibbles of one byte (both zigzags < 16: the
+// common case, the differences are a few units).
+constexpr uint64_t kRunWide = 2;
 
 // Expected Rice code length of n distinct fingerprints uniform in [0, u) at
 // parameter k: n (k + 1) remainder and stop bits, and per gap (geometric,
@@ -281,7 +290,7 @@ UserFilter::Tables UserFilter::Decode() const {
       r.open = (packed & kRunOpen) != 0;
       const uint64_t rest = packed >> kRunRestShift;
       r.capacity = r.count;
-      if (r.open || (rest & 1)) {
+      if (r.open || (rest & kRunSpare)) {
         r.capacity += static_cast<uint32_t>(GetVarint(p));
       }
       // An open run is a prefix run: U = 2^b, not stored.
@@ -292,16 +301,23 @@ UserFilter::Tables UserFilter::Decode() const {
         r.universe = (u & 1) ? (u >> 1) + 1 : (u >> 1) << kUniverseShift;
       }
       r.rice_k = static_cast<uint8_t>(CanonicalRiceK(r.count, r.universe) +
-                                      UnZigZag(rest >> 1));
+                                      UnZigZag(rest >> 3));
+      uint64_t zw = 0, zb;
+      if (!r.open && !(rest & kRunWide)) {
+        const uint8_t both = *p++;
+        zw = both & 15;
+        zb = both >> 4;
+      } else {
+        if (!r.open) zw = GetVarint(p);
+        zb = GetVarint(p);
+      }
       r.weight = r.count;
       if (!r.open) {
         r.weight = static_cast<uint64_t>(
-            ExpectedWeight(r.count, r.precision, r.universe) +
-            UnZigZag(GetVarint(p)));
+            ExpectedWeight(r.count, r.precision, r.universe) + UnZigZag(zw));
       }
       r.payload_bits = static_cast<uint32_t>(
-          ExpectedRiceBits(r.count, r.universe, r.rice_k) +
-          UnZigZag(GetVarint(p)));
+          ExpectedRiceBits(r.count, r.universe, r.rice_k) + UnZigZag(zb));
       r.bit_offset = offset;
       offset += r.payload_bits;
       t.runs.push_back(r);
@@ -393,22 +409,30 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
       const bool spare = !m.open && m.capacity != m.count;
       const int64_t k_diff =
           int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe);
+      const uint64_t zw =
+          m.open ? 0
+                 : ZigZag(static_cast<int64_t>(m.weight) -
+                          ExpectedWeight(m.count, m.precision, m.universe));
+      const uint64_t zb = ZigZag(int64_t{m.payload_bits} -
+                                 ExpectedRiceBits(m.count, m.universe, m.rice_k));
+      const bool wide = !m.open && (zw >= 16 || zb >= 16);
       PutVarint(&tables, m.count);
       PutVarint(&tables, uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
-                             (ZigZag(k_diff) << 1 | (spare ? 1 : 0))
+                             (ZigZag(k_diff) << 3 | (spare ? kRunSpare : 0) |
+                              (wide ? kRunWide : 0))
                                  << kRunRestShift);
       if (m.open || spare) PutVarint(&tables, m.capacity - m.count);
       if (!m.open) {
         PutVarint(&tables, m.universe % (uint64_t{1} << kUniverseShift) == 0
                                ? (m.universe >> kUniverseShift) << 1
                                : (m.universe - 1) << 1 | 1);
-        PutVarint(&tables,
-                  ZigZag(static_cast<int64_t>(m.weight) -
-                         ExpectedWeight(m.count, m.precision, m.universe)));
       }
-      PutVarint(&tables,
-                ZigZag(int64_t{m.payload_bits} -
-                       ExpectedRiceBits(m.count, m.universe, m.rice_k)));
+      if (!m.open && !wide) {
+        tables.push_back(static_cast<char>(zw | zb << 4));
+      } else {
+        if (!m.open) PutVarint(&tables, zw);
+        PutVarint(&tables, zb);
+      }
       total_bits += m.payload_bits;
     }
   }
