@@ -58,11 +58,13 @@ FilterParts OddParts() {
     return &parts.slices.back().runs;
   };
   slice(-7, kMin, kMax)->push_back(MakeRun(rng, 1, 32, 4294967291u, 1, false));
-  // Its min lies before the previous slice's max (a negative distance).
+  // Its min lies before the previous slice's max (the difference wraps).
   auto* s = slice(-6, -5, -5);
   s->push_back(MakeRun(rng, 3, 30, 1000003, 9, false));  // spare capacity
   s->push_back(MakeRun(rng, 2, 28, uint64_t{1} << 28, 40, true));
-  slice(0, 0, 0)->push_back(MakeRun(rng, 60, 31, 2147483647u, 60, false));
+  slice(0, 1000, 5000)->push_back(MakeRun(rng, 60, 31, 2147483647u, 60, false));
+  // Its min lies before the previous slice's max (a negative distance).
+  slice(1, 2000, 3000)->push_back(MakeRun(rng, 5, 20, 1 << 20, 5, false));
   s = slice(1000000, kNow, kNow + 1);
   s->push_back(MakeRun(rng, 3000, 32, uint64_t{1} << 32, 70000, true));
   s->push_back(MakeRun(rng, 2500, 32, 3000000000u, 2500, false));
