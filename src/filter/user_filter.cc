@@ -72,11 +72,16 @@ uint64_t GetFixed(const unsigned char*& p, int bytes) {
   return v;
 }
 
-// Slice head, a fixed u16: the quiet count, the run count, the length codes
+// Slice head, a fixed u16: the quiet count, the run count (kHeadManyRuns),
+// the length codes
 // of |min - previous slice's max| and of max - min, min's sign, and whether
 // the index differs from the previous slice's + 1 (then its zigzag delta
 // follows as a varint).
 constexpr int kHeadRunsShift = 4;
+// Run count field value meaning "15 or more: a varint of the excess follows"
+// (Record does not cap a slice's runs at kMaxRunsPerSlice: a fast-growing
+// slice of a 50,000-item user opened 256).
+constexpr uint64_t kHeadManyRuns = 15;
 constexpr int kHeadMinLenShift = 8;
 constexpr int kHeadSpanLenShift = 11;
 constexpr uint16_t kHeadMinNegative = 1 << 14;
@@ -270,7 +275,9 @@ UserFilter::Tables UserFilter::Decode() const {
     SliceMeta s;
     const uint16_t sh = static_cast<uint16_t>(GetFixed(p, 2));
     s.quiet = static_cast<uint8_t>(sh & 15);
-    s.num_runs = static_cast<uint8_t>((sh >> kHeadRunsShift) & 15);
+    uint64_t runs = (sh >> kHeadRunsShift) & 15;
+    if (runs == kHeadManyRuns) runs += GetVarint(p);
+    s.num_runs = static_cast<int32_t>(runs);
     s.index = prev_index + 1;
     if (sh & kHeadIndexJump) s.index = prev_index + UnZigZag(GetVarint(p));
     const uint64_t dmin = GetFixed(p, CodeBytes((sh >> kHeadMinLenShift) & 7));
@@ -382,15 +389,16 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
     const uint64_t dmin = negative ? prev_max - min : min - prev_max;
     const int min_code = LenCode(dmin), span_code = LenCode(span);
     const bool jump = s.meta.index != prev_index + 1;
-    static_assert(kMaxRunsPerSlice <= 15, "the slice head has 4 run bits");
-    PutFixed(
-        &tables,
-        uint64_t{std::min<uint8_t>(s.meta.quiet, 15)} |
-            uint64_t{static_cast<uint32_t>(s.runs.size())} << kHeadRunsShift |
-            uint64_t(min_code) << kHeadMinLenShift |
-            uint64_t(span_code) << kHeadSpanLenShift |
-            (negative ? kHeadMinNegative : 0) | (jump ? kHeadIndexJump : 0),
-        2);
+    const uint64_t runs = s.runs.size();
+    PutFixed(&tables,
+             uint64_t{std::min<uint8_t>(s.meta.quiet, 15)} |
+                 std::min<uint64_t>(runs, kHeadManyRuns) << kHeadRunsShift |
+                 uint64_t(min_code) << kHeadMinLenShift |
+                 uint64_t(span_code) << kHeadSpanLenShift |
+                 (negative ? kHeadMinNegative : 0) |
+                 (jump ? kHeadIndexJump : 0),
+             2);
+    if (runs >= kHeadManyRuns) PutVarint(&tables, runs - kHeadManyRuns);
     if (jump) PutVarint(&tables, ZigZag(s.meta.index - prev_index));
     PutFixed(&tables, dmin, CodeBytes(min_code));
     PutFixed(&tables, span, CodeBytes(span_code));
@@ -413,8 +421,9 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
           m.open ? 0
                  : ZigZag(static_cast<int64_t>(m.weight) -
                           ExpectedWeight(m.count, m.precision, m.universe));
-      const uint64_t zb = ZigZag(int64_t{m.payload_bits} -
-                                 ExpectedRiceBits(m.count, m.universe, m.rice_k));
+      const uint64_t zb =
+          ZigZag(int64_t{m.payload_bits} -
+                 ExpectedRiceBits(m.count, m.universe, m.rice_k));
       const bool wide = !m.open && (zw >= 16 || zb >= 16);
       PutVarint(&tables, m.count);
       PutVarint(&tables, uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |

@@ -5,6 +5,7 @@
 // false negatives and with F <= delta, also for items recorded after it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -139,6 +140,37 @@ TEST(UserFilterTablesTest, EveryFieldComesBackExactly) {
     }
     EXPECT_TRUE(found) << "slice " << i;
   }
+}
+
+// A slice may hold more runs than kMaxRunsPerSlice (Record does not merge
+// them: once the budget is spent, every write opens a run at half of what
+// is left): a 50,000-item user written slice by slice, 20 per call, opened
+// 256 in one slice. Their count must survive the slice head's 4-bit field,
+// and it did not survive the u8 SliceMeta::num_runs of branch f2mem (the
+// slice's 256th run wrapped the count to 0: every item of the slice became
+// a false negative).
+TEST(UserFilterTablesTest, ASliceWithManyRunsKeepsThemAll) {
+  const FilterPolicy p = DefaultPolicy();
+  std::mt19937_64 rng(8);
+  UserFilter f("k");
+  std::vector<uint64_t> recorded;
+  constexpr int kSlices = 7, kCallsPerSlice = 357;
+  for (int s = kSlices - 1; s >= 0; --s) {
+    for (int c = 0; c < kCallsPerSlice; ++c) {
+      const std::vector<uint64_t> h = Hashes(rng, 20, false);
+      f.Record(p, h, kNow - s * 5 * kDay);
+      recorded.insert(recorded.end(), h.begin(), h.end());
+    }
+  }
+  size_t most = 0, total = 0;
+  for (const SlicePart& s : f.ToParts().slices) {
+    most = std::max(most, s.runs.size());
+    total += s.runs.size();
+  }
+  EXPECT_GT(most, 15u);
+  EXPECT_EQ(f.Stats(p, kNow).segments, total);
+  EXPECT_LE(f.FpBound(p, kNow), p.fp_rate());
+  ASSERT_NO_FATAL_FAILURE(ExpectNoFalseNegatives(f, p, kNow, recorded, "50k"));
 }
 
 // Every write of `writes` into `f`, then the whole history claimed.
