@@ -642,6 +642,23 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       s.runs = std::move(keep);
       continue;
     }
+    if (idle) {
+      // The sweeper retries every pass, so first a cheap estimate: each item
+      // of an open run drops b_r - log2(U) bits of precision (the Rice code
+      // costs ~log2(U / n) + 1.5 bits per item). Only a promising seal is
+      // re-encoded, O(items), and checked exactly below.
+      double gain = 0;
+      for (const RunPlan& r : prefix) {
+        if (!r.meta.open) continue;
+        gain += static_cast<double>(r.meta.count) *
+                (r.meta.precision -
+                 std::log2(static_cast<double>(merged.meta.universe)));
+      }
+      if (gain < static_cast<double>(RunSizing::kIdleSealMinGainBits)) {
+        s.runs = original;
+        continue;
+      }
+    }
     merged.meta.open = false;
     merged.src = nullptr;
     merged.fps =

@@ -199,7 +199,7 @@ class UserFilter {
     int64_t index = 0;
     int64_t min_event_ms = 0;
     int64_t max_event_ms = 0;
-    uint8_t quiet = 0;      // user writes since this slice's last (saturates)
+    uint8_t quiet = 0;     // user writes since this slice's last (saturates)
     int32_t num_runs = 0;  // not capped by Record: 256 seen
   };
   // The decoded tables.
