@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "exposure_filter/item_hash.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
@@ -213,7 +214,16 @@ void BM_Issue15Patterns(benchmark::State& state) {
           break;
       }
     }
+    // written_B_per_user: right after the writes. Then the users go idle:
+    // one sweep past RunSizing::kIdleSealMs seals their open slices
+    // (UserFilter::SealIdle); the other counters, FP and false negatives
+    // are measured after it.
+    const StoreUsage written = p.store->Usage(p.registry->All().size());
+    p.clock.Advance(absl::Hours(2));
+    p.store->DropExpired();
     Report(state, p, heap_before, kUsers, items);
+    state.counters["written_B_per_user"] =
+        static_cast<double>(written.bytes) / kUsers;
     const std::vector<uint64_t> fresh = RandomHashes(20'000, 7);
     double claimed = 0, bound = 0, false_negatives = 0;
     for (int u = 0; u < kUsers; ++u) {

@@ -63,7 +63,9 @@ uint64_t RunSizing::SealedUniverse(double budget, double fp_others,
   // is left (then a later run still has room).
   double u = std::max(
       {n_ref / budget, std::ldexp(1.0, kSealFloorLog2), n_s / (left / 2)});
-  u = std::ceil(u);
+  // Up to a multiple of kSealedUniverseQuantum: the tables store such a U
+  // in one byte less (UserFilter), and the rate only falls (n_s / u).
+  u = std::ceil(u / kSealedUniverseQuantum) * kSealedUniverseQuantum;
   const double u_max = std::ldexp(1.0, b_low);
   if (u > u_max) u = u_max;
   if (u < 2) u = 2;

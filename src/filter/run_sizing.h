@@ -73,6 +73,11 @@ class RunSizing {
   // Least universe of a sealed run (2^17): a small slice keeps enough
   // precision that late items can still join it.
   static constexpr int kSealFloorLog2 = 17;
+  // A sealed universe is rounded up to a multiple of this (then capped at
+  // 2^b_low, itself a multiple): the tables store U / 256 in 2 varint bytes
+  // instead of U - 1 in 3 (U ~ 2^17..2^21), for at most 256 / U more bits
+  // per item (0.0019 bit at U = 2^17).
+  static constexpr double kSealedUniverseQuantum = 256;
   // A slice with no write for this many of the user's writes is quiet,
   // counted while the writes stay in the newest slice: an in-order stream
   // leaves the old slice behind. A write behind the newest slice (a
@@ -83,6 +88,12 @@ class RunSizing {
   // items it still received.
   static constexpr int kQuietWrites = 8;
   static constexpr int kMaxPrecision = 32;
+  // A user with no read or write for this long is idle: the sweeper seals
+  // its open slices, the newest included (UserFilter::SealIdle), where the
+  // codes shrink by more than kIdleSealMinGainBits (a sealed run's table
+  // entry, U and weight, is 1-2 bytes longer than an open one's capacity).
+  static constexpr int64_t kIdleSealMs = 3600 * 1000;
+  static constexpr uint64_t kIdleSealMinGainBits = 24;
   // Fraction of the budget that no admission (join, new run, seal) may use:
   // when the shares are exhausted even at b = 32, the run that must still
   // take a write (no false negatives) spends from it, 2^-32 per item: ~43,000

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "exposure_filter/filter_format.h"
 #include "src/filter/candidate_sort.h"
 #include "src/filter/run_sizing.h"
 
@@ -54,6 +55,109 @@ uint64_t ZigZag(int64_t v) {
 }
 int64_t UnZigZag(uint64_t v) {
   return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+// Fixed-length little-endian fields of a slice's head (event times: a
+// varint spends 1 bit in 8 on continuation, e.g. 5 bytes for the 29 bits of
+// a 5-day span in ms; 4 bytes here plus 3 bits of length in the head).
+// Length codes 0..6 are that many bytes; 7 is 8 bytes.
+int LenCode(uint64_t v) {
+  int n = 0;
+  for (; v != 0; v >>= 8) ++n;
+  return n >= 7 ? 7 : n;
+}
+int CodeBytes(int code) { return code == 7 ? 8 : code; }
+void PutFixed(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> 8 * i));
+}
+uint64_t GetFixed(const unsigned char*& p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{*p++} << 8 * i;
+  return v;
+}
+
+// Slice head, a fixed u16: the quiet count, the run count (kHeadManyRuns),
+// the length codes
+// of |min - previous slice's max| and of max - min, min's sign, and whether
+// the index differs from the previous slice's + 1 (then its zigzag delta
+// follows as a varint).
+constexpr int kHeadRunsShift = 4;
+// Run count field value meaning "15 or more: a varint of the excess follows"
+// (a slice holds up to kMaxRunsPerSlice = 64: a fast-growing slice of a
+// 50,000-item user would open 256 without that cap).
+constexpr uint64_t kHeadManyRuns = 15;
+constexpr int kHeadMinLenShift = 8;
+constexpr int kHeadSpanLenShift = 11;
+constexpr uint16_t kHeadMinNegative = 1 << 14;
+constexpr uint16_t kHeadIndexJump = 1 << 15;
+
+// A run: count (varint); `packed` (varint): bits 0-4 b - 1, bit 5 open,
+// bit 6 tail (the tail of the open run before it), bits 7.. the rest:
+// zigzag(k - CanonicalRiceK) << 3 | kRunWide | kRunSpare; capacity - count
+// (varint; open runs, and sealed ones with kRunSpare); a sealed run's U
+// (varint, kUniverseShift); the differences of weight (sealed runs) and
+// payload bits to their expected values (one nibble byte or varints,
+// kRunWide). `packed` is one byte when k is the canonical one, a sealed run
+// is full (always, unless loaded from parts that say otherwise) and its
+// differences fit the nibbles.
+constexpr uint64_t kRunOpen = 1 << 5;
+constexpr uint64_t kRunTail = 1 << 6;
+// A sealed run's U: (U >> 8) << 1 if a multiple of 256 (as RunSizing seals,
+// kSealedUniverseQuantum), else (U - 1) << 1 | 1.
+constexpr int kUniverseShift = 8;
+constexpr int kRunRestShift = 7;
+constexpr uint64_t kRunSpare = 1;  // in the rest: a sealed run not full
+// In the rest: a sealed run's weight and payload differences are varints.
+// Without it they are the two nibbles of one byte (both zigzags < 16: the
+// common case, the differences are a few units).
+constexpr uint64_t kRunWide = 2;
+
+// Expected Rice code length of n distinct fingerprints uniform in [0, u) at
+// parameter k: n (k + 1) remainder and stop bits, and per gap (geometric,
+// mean mu = (u - n) / n) a unary quotient of mean 1 / (e^(2^k / mu) - 1)
+// (fingerprint_run.h). The tables store payload bits as the difference to
+// it: a few units (the quotients' rounding, about sqrt(n / 12), and the
+// last gap) instead of 2-3 varint bytes.
+double ModelRiceBits(uint64_t n, uint64_t u, int k) {
+  const double nd = static_cast<double>(n);
+  const double mean = static_cast<double>(u - n) / nd;
+  double bits = nd * (k + 1);
+  if (mean > 0) bits += nd / std::expm1(std::ldexp(1.0, k) / mean);
+  return bits;
+}
+int64_t ExpectedRiceBits(uint64_t n, uint64_t u, int k) {
+  return std::llround(ModelRiceBits(n, u, k));
+}
+// The k the model prefers near 2^k = mu ln 2 (RiceCode::Choose tries k0 - 1
+// .. k0 + 1 on the real gaps and mostly agrees): the tables store k as the
+// difference to it, 0 in the common case.
+int CanonicalRiceK(uint64_t n, uint64_t u) {
+  const double target =
+      static_cast<double>(u - n) / static_cast<double>(n) * std::log(2.0);
+  int k0 = target >= 1 ? static_cast<int>(std::floor(std::log2(target))) : 0;
+  k0 = std::clamp(k0, 0, 31);
+  int best = k0;
+  for (int k = std::max(0, k0 - 1); k <= std::min(31, k0 + 1); ++k) {
+    if (ModelRiceBits(n, u, k) < ModelRiceBits(n, u, best)) best = k;
+  }
+  return best;
+}
+// Expected weight (RunMeta::weight) of n fingerprints at (b, u): an item
+// lands on f with probability c_f / 2^b, so a stored f covers E[c_f] =
+// sum c^2 / 2^b prefixes (size-biased), with u - h fingerprints covering
+// floor(2^b / u) prefixes and h = 2^b mod u one more. Stored as the
+// difference, a few units instead of 2 varint bytes.
+int64_t ExpectedWeight(uint64_t n, int b, uint64_t u) {
+  const uint64_t full = uint64_t{1} << b;
+  if (u >= full) return static_cast<int64_t>(n);
+  const uint64_t lo = full / u;
+  const uint64_t hi_count = full - lo * u;
+  const double lo_d = static_cast<double>(lo);
+  const double mean_c =
+      (static_cast<double>(u - hi_count) * lo_d * lo_d +
+       static_cast<double>(hi_count) * (lo_d + 1) * (lo_d + 1)) /
+      static_cast<double>(full);
+  return std::llround(static_cast<double>(n) * mean_c);
 }
 
 // P(a fresh item passes every segment of a legacy slice), each segment at
@@ -118,34 +222,44 @@ UserFilter& UserFilter::operator=(UserFilter&& o) noexcept {
   return *this;
 }
 
-size_t UserFilter::PreHeaderBytes(const Header* h) {
+size_t UserFilter::AllocBytes(const Header* h) {
   size_t key_bytes = h->key_len;
   if (h->key_len == kLongKey) {
     uint32_t len;
-    std::memcpy(&len, reinterpret_cast<const char*>(h) - sizeof(len),
+    std::memcpy(&len, reinterpret_cast<const char*>(h + 1) + h->payload_bytes,
                 sizeof(len));
     key_bytes = size_t{len} + sizeof(len);
   }
-  return Align8(size_t{h->payload_bytes} + key_bytes + h->table_bytes);
+  return sizeof(Header) +
+         BodyBytes(h->payload_bytes, key_bytes, h->table_bytes);
+}
+
+size_t UserFilter::BodyBytes(size_t payload_bytes, size_t key_bytes,
+                             size_t table_bytes) {
+  // The decoder reads one word past the payload's last (fingerprint_run.h):
+  // the body reaches at least that far (key and tables mostly do anyway).
+  return std::max(payload_bytes + key_bytes + table_bytes,
+                  Align8(payload_bytes) + 8);
 }
 
 void UserFilter::Free(Header* h) {
   if (h == nullptr) return;
-  char* base = reinterpret_cast<char*>(h) - PreHeaderBytes(h);
   h->~Header();
-  ::operator delete(base);
+  ::operator delete(h);
 }
 
 absl::string_view UserFilter::key() const {
   if (h_ == nullptr) return {};
-  const char* base = reinterpret_cast<const char*>(payload());
+  const char* base =
+      reinterpret_cast<const char*>(payload()) + h_->payload_bytes;
   size_t len = h_->key_len;
   if (len == kLongKey) {
     uint32_t long_len;
-    std::memcpy(&long_len, reinterpret_cast<const char*>(h_) - 4, 4);
+    std::memcpy(&long_len, base, 4);
     len = long_len;
+    base += 4;
   }
-  return absl::string_view(base + h_->payload_bytes, len);
+  return absl::string_view(base, len);
 }
 
 UserFilter::Tables UserFilter::Decode() const {
@@ -159,32 +273,64 @@ UserFilter::Tables UserFilter::Decode() const {
     p += sizeof(t.legacy);
   }
   const uint64_t slices = head >> 1;
-  int64_t prev_index = 0, prev_min = 0;
+  int64_t prev_index = -1;
+  uint64_t prev_max = 0;  // unsigned: the differences wrap, exactly
   uint64_t offset = 0;
   for (uint64_t i = 0; i < slices; ++i) {
     SliceMeta s;
-    s.index = prev_index + UnZigZag(GetVarint(p));
-    s.min_event_ms = prev_min + UnZigZag(GetVarint(p));
-    s.max_event_ms = s.min_event_ms + static_cast<int64_t>(GetVarint(p));
-    const uint64_t rq = GetVarint(p);
-    s.num_runs = static_cast<uint8_t>(rq >> 4);
-    s.quiet = static_cast<uint8_t>(rq & 15);
+    const uint16_t sh = static_cast<uint16_t>(GetFixed(p, 2));
+    s.quiet = static_cast<uint8_t>(sh & 15);
+    uint64_t runs = (sh >> kHeadRunsShift) & 15;
+    if (runs == kHeadManyRuns) runs += GetVarint(p);
+    s.num_runs = static_cast<int32_t>(runs);
+    s.index = prev_index + 1;
+    if (sh & kHeadIndexJump) s.index = prev_index + UnZigZag(GetVarint(p));
+    const uint64_t dmin = GetFixed(p, CodeBytes((sh >> kHeadMinLenShift) & 7));
+    const uint64_t min =
+        (sh & kHeadMinNegative) ? prev_max - dmin : prev_max + dmin;
+    const uint64_t span = GetFixed(p, CodeBytes((sh >> kHeadSpanLenShift) & 7));
+    s.min_event_ms = static_cast<int64_t>(min);
+    s.max_event_ms = static_cast<int64_t>(min + span);
     prev_index = s.index;
-    prev_min = s.min_event_ms;
+    prev_max = min + span;
     t.slices.push_back(s);
     for (int j = 0; j < s.num_runs; ++j) {
       RunMeta r;
       r.count = static_cast<uint32_t>(GetVarint(p));
-      r.capacity = r.count + static_cast<uint32_t>(GetVarint(p));
       const uint64_t packed = GetVarint(p);
       r.precision = static_cast<uint8_t>((packed & 31) + 1);
-      r.rice_k = static_cast<uint8_t>((packed >> 5) & 31);
-      r.open = ((packed >> 10) & 1) != 0;
-      r.tail = ((packed >> 11) & 1) != 0;
+      r.open = (packed & kRunOpen) != 0;
+      r.tail = (packed & kRunTail) != 0;
+      const uint64_t rest = packed >> kRunRestShift;
+      r.capacity = r.count;
+      if (r.open || (rest & kRunSpare)) {
+        r.capacity += static_cast<uint32_t>(GetVarint(p));
+      }
       // An open run is a prefix run: U = 2^b, not stored.
-      r.universe = r.open ? uint64_t{1} << r.precision : GetVarint(p) + 1;
-      r.weight = r.count + (r.open ? 0 : GetVarint(p));
-      r.payload_bits = static_cast<uint32_t>(GetVarint(p));
+      if (r.open) {
+        r.universe = uint64_t{1} << r.precision;
+      } else {
+        const uint64_t u = GetVarint(p);
+        r.universe = (u & 1) ? (u >> 1) + 1 : (u >> 1) << kUniverseShift;
+      }
+      r.rice_k = static_cast<uint8_t>(CanonicalRiceK(r.count, r.universe) +
+                                      UnZigZag(rest >> 3));
+      uint64_t zw = 0, zb;
+      if (!r.open && !(rest & kRunWide)) {
+        const uint8_t both = *p++;
+        zw = both & 15;
+        zb = both >> 4;
+      } else {
+        if (!r.open) zw = GetVarint(p);
+        zb = GetVarint(p);
+      }
+      r.weight = r.count;
+      if (!r.open) {
+        r.weight = static_cast<uint64_t>(
+            ExpectedWeight(r.count, r.precision, r.universe) + UnZigZag(zw));
+      }
+      r.payload_bits = static_cast<uint32_t>(
+          ExpectedRiceBits(r.count, r.universe, r.rice_k) + UnZigZag(zb));
       r.bit_offset = offset;
       offset += r.payload_bits;
       t.runs.push_back(r);
@@ -237,17 +383,33 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
   if (legacy != nullptr) {
     tables.append(reinterpret_cast<const char*>(&legacy), sizeof(legacy));
   }
-  int64_t prev_index = 0, prev_min = 0;
+  int64_t prev_index = -1;
+  uint64_t prev_max = 0;
   for (SlicePlan& s : plan) {
     if (s.runs.empty()) continue;
-    PutVarint(&tables, ZigZag(s.meta.index - prev_index));
-    PutVarint(&tables, ZigZag(s.meta.min_event_ms - prev_min));
-    PutVarint(&tables,
-              static_cast<uint64_t>(s.meta.max_event_ms - s.meta.min_event_ms));
-    PutVarint(&tables, uint64_t{static_cast<uint32_t>(s.runs.size())} << 4 |
-                           std::min<uint8_t>(s.meta.quiet, 15));
+    // Event times exactly (ToParts returns them): min as its distance to
+    // the previous slice's max (small for an in-order stream), max - min.
+    const uint64_t min = static_cast<uint64_t>(s.meta.min_event_ms);
+    const uint64_t span = static_cast<uint64_t>(s.meta.max_event_ms) - min;
+    const bool negative = static_cast<int64_t>(min - prev_max) < 0;
+    const uint64_t dmin = negative ? prev_max - min : min - prev_max;
+    const int min_code = LenCode(dmin), span_code = LenCode(span);
+    const bool jump = s.meta.index != prev_index + 1;
+    const uint64_t runs = s.runs.size();
+    PutFixed(&tables,
+             uint64_t{std::min<uint8_t>(s.meta.quiet, 15)} |
+                 std::min<uint64_t>(runs, kHeadManyRuns) << kHeadRunsShift |
+                 uint64_t(min_code) << kHeadMinLenShift |
+                 uint64_t(span_code) << kHeadSpanLenShift |
+                 (negative ? kHeadMinNegative : 0) |
+                 (jump ? kHeadIndexJump : 0),
+             2);
+    if (runs >= kHeadManyRuns) PutVarint(&tables, runs - kHeadManyRuns);
+    if (jump) PutVarint(&tables, ZigZag(s.meta.index - prev_index));
+    PutFixed(&tables, dmin, CodeBytes(min_code));
+    PutFixed(&tables, span, CodeBytes(span_code));
     prev_index = s.meta.index;
-    prev_min = s.meta.min_event_ms;
+    prev_max = min + span;
     for (RunPlan& r : s.runs) {
       if (r.src == nullptr) {
         const RiceCode code = RiceCode::Choose(r.fps, r.meta.universe);
@@ -257,28 +419,51 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
         r.meta.capacity = std::max(r.meta.capacity, r.meta.count);
         r.meta.weight = Weight(r.fps, r.meta.precision, r.meta.universe);
       }
-      PutVarint(&tables, r.meta.count);
-      PutVarint(&tables, r.meta.capacity - r.meta.count);
-      PutVarint(&tables, uint64_t{r.meta.precision - 1u} |
-                             uint64_t{r.meta.rice_k} << 5 |
-                             uint64_t{r.meta.open ? 1u : 0u} << 10 |
-                             uint64_t{r.meta.tail ? 1u : 0u} << 11);
-      if (!r.meta.open) {
-        PutVarint(&tables, r.meta.universe - 1);
-        PutVarint(&tables, r.meta.weight - r.meta.count);
+      const RunMeta& m = r.meta;
+      const bool spare = !m.open && m.capacity != m.count;
+      const int64_t k_diff =
+          int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe);
+      const uint64_t zw =
+          m.open ? 0
+                 : ZigZag(static_cast<int64_t>(m.weight) -
+                          ExpectedWeight(m.count, m.precision, m.universe));
+      const uint64_t zb =
+          ZigZag(int64_t{m.payload_bits} -
+                 ExpectedRiceBits(m.count, m.universe, m.rice_k));
+      const bool wide = !m.open && (zw >= 16 || zb >= 16);
+      PutVarint(&tables, m.count);
+      PutVarint(&tables, uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
+                             (m.tail ? kRunTail : 0) |
+                             (ZigZag(k_diff) << 3 | (spare ? kRunSpare : 0) |
+                              (wide ? kRunWide : 0))
+                                 << kRunRestShift);
+      if (m.open || spare) PutVarint(&tables, m.capacity - m.count);
+      if (!m.open) {
+        PutVarint(&tables, m.universe % (uint64_t{1} << kUniverseShift) == 0
+                               ? (m.universe >> kUniverseShift) << 1
+                               : (m.universe - 1) << 1 | 1);
       }
-      PutVarint(&tables, r.meta.payload_bits);
-      total_bits += r.meta.payload_bits;
+      if (!m.open && !wide) {
+        tables.push_back(static_cast<char>(zw | zb << 4));
+      } else {
+        if (!m.open) PutVarint(&tables, zw);
+        PutVarint(&tables, zb);
+      }
+      total_bits += m.payload_bits;
     }
   }
   const size_t payload_bytes = (total_bits + 7) / 8;
   const bool long_key = key.size() >= kLongKey;
   const size_t key_bytes = key.size() + (long_key ? 4 : 0);
-  const size_t pre = Align8(payload_bytes + key_bytes + tables.size());
+  const size_t body = BodyBytes(payload_bytes, key_bytes, tables.size());
   // The tables stay far below 64 KiB (a live filter has <= 9 slices of a
   // few runs); a u32 payload holds 2^32 bytes.
-  char* base = static_cast<char*>(::operator new(pre + sizeof(Header)));
-  std::memset(base, 0, pre);
+  static_assert(sizeof(Header) % 8 == 0 &&
+                    alignof(Header) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+                "the payload after the header must be word-aligned");
+  char* alloc = static_cast<char*>(::operator new(sizeof(Header) + body));
+  char* base = alloc + sizeof(Header);  // word-aligned: the payload
+  std::memset(base, 0, body);
   auto* words = reinterpret_cast<uint64_t*>(base);
   uint64_t offset = 0;
   for (SlicePlan& s : plan) {
@@ -298,14 +483,16 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
     }
   }
   // The key may live in the old allocation: copy it before freeing that.
-  // (An empty key's data() may be null, which memcpy must not get: UBSan.)
-  if (!key.empty()) std::memcpy(base + payload_bytes, key.data(), key.size());
-  std::memcpy(base + payload_bytes + key.size(), tables.data(), tables.size());
-  auto* h = reinterpret_cast<Header*>(base + pre);
+  char* key_at = base + payload_bytes;
   if (long_key) {
     const uint32_t len = static_cast<uint32_t>(key.size());
-    std::memcpy(base + pre - 4, &len, 4);
+    std::memcpy(key_at, &len, 4);
+    key_at += 4;
   }
+  // An empty key's data() may be null, which memcpy must not get (UBSan).
+  if (!key.empty()) std::memcpy(key_at, key.data(), key.size());
+  std::memcpy(key_at + key.size(), tables.data(), tables.size());
+  auto* h = reinterpret_cast<Header*>(alloc);
   new (h) Header{static_cast<uint32_t>(payload_bytes),
                  long_key ? kLongKey : static_cast<uint16_t>(key.size()),
                  static_cast<uint16_t>(tables.size()),
@@ -342,7 +529,7 @@ void UserFilter::SetKey(absl::string_view key) {
 
 size_t UserFilter::MemoryBytes() const {
   if (h_ == nullptr) return 0;
-  size_t bytes = PreHeaderBytes(h_) + sizeof(Header);
+  size_t bytes = AllocBytes(h_);
   if (const Legacy* l = Decode().legacy) {
     bytes += sizeof(Legacy) + l->slices.MemoryBytes();
   }
@@ -475,8 +662,9 @@ void UserFilter::MergeTail(SlicePlan& slice, size_t open) const {
 }
 
 void UserFilter::SealQuiet(const FilterPolicy& policy,
-                           std::vector<SlicePlan>& plan, double budget) const {
-  if (plan.size() < 2) return;
+                           std::vector<SlicePlan>& plan, double budget,
+                           bool idle) const {
+  if (!idle && plan.size() < 2) return;
   const int window = std::max(1, policy.max_live_slices() - 1);
   double fp_all = 0;
   uint64_t live_items = 0;
@@ -486,9 +674,13 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       live_items += r.meta.count;
     }
   }
-  for (size_t i = 0; i + 1 < plan.size(); ++i) {
+  // An idle user's newest slice is sealed too: its open run's share (half
+  // of what was left) and spare precision are paid for nothing while no
+  // write comes.
+  const size_t last = idle ? plan.size() : plan.size() - 1;
+  for (size_t i = 0; i < last; ++i) {
     SlicePlan& s = plan[i];
-    if (s.meta.quiet < RunSizing::kQuietWrites) continue;
+    if (!idle && s.meta.quiet < RunSizing::kQuietWrites) continue;
     std::vector<RunPlan> prefix;
     RunPlan* sealed = nullptr;
     double fp_slice = 0;
@@ -546,6 +738,23 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       s.runs = std::move(keep);
       continue;
     }
+    if (idle) {
+      // The sweeper retries every pass, so first a cheap estimate: each item
+      // of an open run drops b_r - log2(U) bits of precision (the Rice code
+      // costs ~log2(U / n) + 1.5 bits per item). Only a promising seal is
+      // re-encoded, O(items), and checked exactly below.
+      double gain = 0;
+      for (const RunPlan& r : prefix) {
+        if (!r.meta.open) continue;
+        gain += static_cast<double>(r.meta.count) *
+                (r.meta.precision -
+                 std::log2(static_cast<double>(merged.meta.universe)));
+      }
+      if (gain < static_cast<double>(RunSizing::kIdleSealMinGainBits)) {
+        s.runs = original;
+        continue;
+      }
+    }
     merged.meta.open = false;
     merged.src = nullptr;
     merged.fps =
@@ -559,10 +768,44 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       s.runs = original;
       continue;
     }
+    if (idle) {
+      // Sealing for memory only: kept only if the codes shrink by more than
+      // a sealed run's extra table bytes (U - 1, weight - count).
+      uint64_t old_bits = 0;
+      for (const RunPlan& r : prefix) old_bits += r.meta.payload_bits;
+      const uint64_t new_bits =
+          RiceCode::Choose(merged.fps, merged.meta.universe).bits;
+      if (new_bits + RunSizing::kIdleSealMinGainBits > old_bits) {
+        s.runs = original;
+        continue;
+      }
+    }
     fp_all = fp_all - fp_slice + fp_kept + merged.meta.fp();
     keep.insert(keep.begin(), std::move(merged));
     s.runs = std::move(keep);
   }
+}
+
+bool UserFilter::SealIdle(const FilterPolicy& policy, int64_t active_now_ms) {
+  if (h_ == nullptr ||
+      active_now_ms - last_active_ms() < RunSizing::kIdleSealMs) {
+    return false;
+  }
+  Tables t = Decode();
+  bool any_open = false;
+  for (const RunMeta& r : t.runs) any_open |= r.open;
+  if (!any_open) return false;  // already sealed: the sweeper's common case
+  std::vector<SlicePlan> plan = Plan(t);
+  const double budget =
+      RunSizing::AdmissionBudget(policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
+  SealQuiet(policy, plan, budget, /*idle=*/true);
+  bool changed = false;
+  for (const SlicePlan& s : plan) {
+    for (const RunPlan& r : s.runs) changed |= r.src == nullptr;
+  }
+  if (!changed) return false;
+  Rebuild(plan, t.legacy, key());
+  return true;
 }
 
 uint64_t UserFilter::Record(const FilterPolicy& policy,
@@ -718,6 +961,34 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
                                sealed->meta.count, m, items + m, window)) {
       done = join_sealed(sealed);
     }
+    if (!done && slice.runs.size() >= kMaxRunsPerSlice) {
+      // The slice holds its most runs (kMaxRunsPerSlice): the items join its
+      // most precise open run past that run's capacity (no false negative;
+      // F grows by m / 2^b, which the budget check would refuse only when
+      // the shares are spent, when every new run would be at b = 32 too).
+      size_t best = slice.runs.size();
+      for (size_t i = 0; i < slice.runs.size(); ++i) {
+        const RunMeta& r = slice.runs[i].meta;
+        if (r.open && !r.tail &&
+            (best == slice.runs.size() ||
+             r.precision > slice.runs[best].meta.precision)) {
+          best = i;
+        }
+      }
+      if (best < slice.runs.size()) {
+        slice.runs[best].meta.capacity = std::numeric_limits<uint32_t>::max();
+        const RunMeta& o = slice.runs[best].meta;
+        done = JoinOpen(slice, best, fingerprints(o.precision, o.universe), fp,
+                        std::numeric_limits<double>::infinity(), &added);
+        // JoinOpen may have inserted a tail after it (no reference kept
+        // across that); the run's capacity covers it and its tail exactly.
+        uint32_t held = slice.runs[best].meta.count;
+        if (best + 1 < slice.runs.size() && slice.runs[best + 1].meta.tail) {
+          held += slice.runs[best + 1].meta.count;
+        }
+        slice.runs[best].meta.capacity = held;
+      }
+    }
     if (!done) {
       // The slice outgrew its open run: the run keeps its items, its tail
       // with them (only the newest open run has one).
@@ -741,7 +1012,7 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       added = r.fps.size();
       slice.runs.push_back(std::move(r));
     }
-    SealQuiet(policy, plan, budget);
+    SealQuiet(policy, plan, budget, /*idle=*/false);
   }
   Rebuild(plan, t.legacy, key());
   return added;
@@ -1039,10 +1310,12 @@ absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
           "slice %d: bloom_segments holds %d segments, at most %d", i,
           sp.bloom_segments.size(), FilterPolicy::kMaxSegmentsPerSlice));
     }
-    if (sp.runs.size() > kMaxRunsPerSlice) {
+    // Record keeps a slice within kMaxRunsPerSlice; a snapshot is read up
+    // to the wire format's limit, so anything GetFilter could serve loads.
+    if (sp.runs.size() > format::kMaxRunsPerSlice) {
       return absl::InvalidArgumentError(
           absl::StrFormat("slice %d: %d runs, at most %d", i, sp.runs.size(),
-                          kMaxRunsPerSlice));
+                          format::kMaxRunsPerSlice));
     }
     for (size_t j = 0; j < sp.bloom_segments.size(); ++j) {
       const BloomSegment& seg = sp.bloom_segments[j];

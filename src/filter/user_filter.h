@@ -17,16 +17,20 @@
 // 20-item user must stay under 100 bytes all-in). The filter is ONE heap
 // allocation and the object is one pointer:
 //
-//   [run payloads, bit-packed][key][tables][pad to 8][header]
-//    ^ 8-byte aligned                                 ^ the object points here
+//   [header][run payloads, bit-packed][key][tables]
+//   ^ the object points here (operator new: 16-aligned, so the payload
+//     after the 16-byte header is word-aligned; no padding at the end)
 //
 // Every run's codes are packed back to back in one bitstream (run r starts
 // at the sum of the earlier runs' payload bits) and read in place through a
-// FingerprintRunView. The tables (slices and runs) are a varint byte
-// stream: a slice costs ~10 bytes, a run ~9, instead of ~24 and ~20 as
-// fixed structs. The decoder's read of one word past the payload lands in
-// key, tables or the header's first (immutable) 8 bytes, never in the
-// atomic last-active time, so concurrent readers and Touch() do not race.
+// FingerprintRunView. The tables (slices and runs, user_filter.cc) are a
+// byte stream of fixed-length event-time fields and varints, most of them
+// differences to what the fields' neighbours predict: a slice costs ~9
+// bytes, a sealed run ~7, an open run ~5. The decoder's read of one word
+// past the payload lands in key or tables (the allocation reaches that far,
+// BodyBytes), never in the header's atomic last-active time, which precedes
+// the payload: concurrent readers and Touch() do not race.
+//
 // Writes. A write joins the slice's newest open run. While that run is
 // small it is re-encoded with the new items; once it holds kTailFromItems,
 // new items go to a TAIL run instead: a second prefix run of the same
@@ -73,9 +77,15 @@ namespace exposure_filter {
 class UserFilter {
  public:
   // Most runs a slice holds (open prefix runs of a fast-growing slice, a
-  // sealed run and late-item runs); a write that would need more merges
-  // the slice's runs first.
-  static constexpr int kMaxRunsPerSlice = 12;
+  // sealed run, late-item runs, a tail). The growth ladder climbs about one
+  // bit of precision per run (b <= 32), so a slice reaches this many only
+  // once the budget is spent and every new run takes half of what is left
+  // at b = 32 (a slice of tens of thousands of items); from then on a write
+  // that would open one more joins the slice's most precise open run past
+  // its capacity instead, adding m / 2^b to F (m / 2^32 per item at b = 32:
+  // ~4 million items per 0.1% of F). FromParts accepts up to the wire
+  // format's limit (format::kMaxRunsPerSlice = 255).
+  static constexpr int kMaxRunsPerSlice = 64;
   // Most slices FromParts accepts (a live filter holds at most
   // FilterPolicy::kMaxLiveSlices + 1).
   static constexpr int kMaxPartsSlices = 64;
@@ -121,6 +131,16 @@ class UserFilter {
                       uint64_t item_hash,
                       std::vector<int64_t>* slice_indices) const;
 
+  // Memory only, for the store's sweeper (under the shard's exclusive
+  // lock): if the user has been inactive for RunSizing::kIdleSealMs
+  // (`active_now_ms` on the clock Touch is given: the store's MonotonicMs),
+  // seals
+  // every slice whose open runs shrink when re-encoded at the slice's
+  // proportional share (run_sizing.h), the newest included. F stays within
+  // the budget; later writes follow the late-item rules. Returns whether
+  // the filter changed. Does not touch the LRU clock.
+  bool SealIdle(const FilterPolicy& policy, int64_t active_now_ms);
+
   // Drops slices that aged out; returns how many.
   int DropExpired(const FilterPolicy& policy, int64_t now_ms);
   bool HasLiveSlices(const FilterPolicy& policy, int64_t now_ms) const;
@@ -145,7 +165,7 @@ class UserFilter {
   // slice and field unless: at most kMaxPartsSlices slices in strictly
   // ascending index order; min_event_ms <= max_event_ms; every slice holds
   // some content, at most kMaxSegmentsPerSlice valid Bloom segments and
-  // kMaxRunsPerSlice runs; every run non-empty with count <= capacity <= U,
+  // format::kMaxRunsPerSlice runs; every run non-empty with count <= capacity <= U,
   // open runs prefix runs (U = 2^b);
   // and, when there are runs, their union bound within the policy's budget
   // beside the legacy slices (RunSizing::Budget, + 1e-9 relative).
@@ -177,8 +197,8 @@ class UserFilter {
   const BloomSlices* legacy() const;
 
  private:
-  // The header ends the allocation. Its first 8 bytes are written only when
-  // the allocation is built (see the layout above).
+  // The header starts the allocation. Its first 8 bytes are written only
+  // when the allocation is built (see the layout above).
   struct Header {
     uint32_t payload_bytes;  // ceil(payload bits / 8), at the allocation start
     uint16_t key_len;        // 0xffff: a u32 length precedes the key
@@ -217,8 +237,8 @@ class UserFilter {
     int64_t index = 0;
     int64_t min_event_ms = 0;
     int64_t max_event_ms = 0;
-    uint8_t quiet = 0;  // user writes since this slice's last (saturates)
-    uint8_t num_runs = 0;
+    uint8_t quiet = 0;     // user writes since this slice's last (saturates)
+    int32_t num_runs = 0;  // not capped by Record: 256 seen
   };
   // The decoded tables.
   struct Tables {
@@ -244,10 +264,14 @@ class UserFilter {
   std::vector<SlicePlan> Plan(const Tables& t) const;
   FingerprintRunView View(const RunMeta& r) const;
   const uint64_t* payload() const {
-    return reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(h_) -
-                                             PreHeaderBytes(h_));
+    return reinterpret_cast<const uint64_t*>(h_ + 1);
   }
-  static size_t PreHeaderBytes(const Header* h);
+  // The allocation's size, header included.
+  static size_t AllocBytes(const Header* h);
+  // What follows the header: payload, key and tables, reaching at least
+  // one word past the payload's last.
+  static size_t BodyBytes(size_t payload_bytes, size_t key_bytes,
+                          size_t table_bytes);
   // Replaces the allocation with one holding `plan`, `legacy` and `key`.
   void Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                absl::string_view key);
@@ -278,9 +302,10 @@ class UserFilter {
                 double fp, double budget, uint64_t* added) const;
   // Merges the tail of slice.runs[open], if any, into it.
   void MergeTail(SlicePlan& slice, size_t open) const;
-  // Seals quiet slices (RunSizing) in `plan`.
+  // Seals quiet slices (RunSizing) in `plan`; `idle`: every slice, the
+  // newest included, where that shrinks the codes (SealIdle).
   void SealQuiet(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
-                 double budget) const;
+                 double budget, bool idle) const;
 
   Header* h_ = nullptr;
 };

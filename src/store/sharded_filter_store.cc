@@ -281,6 +281,7 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
   // One shard at a time: readers of other shards never wait on the sweep.
   for (Shard& shard : shards_) {
     const int64_t now = clock_->NowMs();
+    const int64_t active_now = clock_->MonotonicMs();  // Touch's clock
     WriterLock lock(&shard.mu);
     for (auto it = shard.users.begin(); it != shard.users.end();) {
       UserFilter& filter = it->filter;
@@ -288,6 +289,12 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
       const Surface* surface = surfaces_->ById(surface_id);
       const int64_t before = EntryBytes(filter);
       if (surface == nullptr || filter.DropExpired(surface->policy, now) == 0) {
+        // An idle user's open slices are re-encoded at their share (memory
+        // only; F stays within delta): UserFilter::SealIdle.
+        if (surface != nullptr &&
+            filter.SealIdle(surface->policy, active_now)) {
+          Account(shard, surface_id, 0, EntryBytes(filter) - before);
+        }
         if (report != nullptr && surface != nullptr) {
           Observe(*surface, filter, now, report);
         }
@@ -303,6 +310,7 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
         AccountTable(shard);
         ++removed;
       } else {
+        filter.SealIdle(surface->policy, active_now);
         Account(shard, surface_id, 0, EntryBytes(filter) - before);
         ++it;
       }

@@ -19,10 +19,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "src/filter/user_filter.h"
 #include "src/store/annotated_mutex.h"
@@ -136,8 +136,9 @@ class ShardedFilterStore {
   // True if the user had a filter.
   bool DeleteUser(const Surface& surface, absl::string_view user_id);
 
-  // Drops aged-out slices and empty users, one shard at a time. Returns the
-  // number of users removed; fills `report` (if given) on the way.
+  // Drops aged-out slices and empty users, one shard at a time, and seals
+  // idle users' open slices (UserFilter::SealIdle). Returns the number of
+  // users removed; fills `report` (if given) on the way.
   uint64_t DropExpired(SweepReport* report = nullptr);
 
   // --- Memory ceiling --------------------------------------------------

@@ -22,12 +22,14 @@ constexpr size_t kSlotBytes = sizeof(UserFilter) + 1;
 // Surface id (2 bytes) + "u" + 11 digits, as bench/memory_bench.
 const std::string kKey = std::string("\0\0", 2) + "u00000000001";
 
-// Issue 15's target, or for the patterns this policy does not meet yet the
-// bytes it measured (2026-11-26) plus 1%, as a regression ceiling: the gap is
-// reported in docs/format2-design.md ("Where it loses"). The backfill was
-// 10,396 B here before its slices stayed open while written in turn (6,559
-// B since).
-size_t TargetBytes(Pattern p) {
+// Issue 15's target, or for a pattern this policy does not meet yet the
+// bytes it measured (2026-11-26) plus 0.5%, as a regression ceiling: the gap
+// is reported in docs/format2-design.md ("Where it loses"). `idle`: after
+// the store's sweeper sealed the idle user (UserFilter::SealIdle), the
+// figure memory_bench reports; otherwise right after the writes. Before the
+// compact tables and the idle seal (branch f2tables) the spread patterns
+// measured 2,969 and 2,953 B here.
+size_t TargetBytes(Pattern p, bool idle) {
   switch (p) {
     case Pattern::kLight20:
       return 100;
@@ -35,17 +37,18 @@ size_t TargetBytes(Pattern p) {
     case Pattern::kToday20PerCall:
       return 2888;
     case Pattern::kSpread20PerCall:
-      return 2999;  // target 2888: 2.8% over
+      return idle ? 2888 : 2942;  // written: 2,927 B (target 2,888: +1.4%)
     case Pattern::kSpread1PerCall:
-      return 2983;  // target 2888: 2.2% over
+      return idle ? 2911 : 2913;  // 2,897 / 2,899 B (target 2,888: +0.3%)
     case Pattern::kBackfill5000:
       return 7024;  // RedisBloom BF.RESERVE 0.01 5000
   }
   return 0;
 }
 
-// Mean bytes per user over `users` users of pattern `p`.
-double MeanBytes(Pattern p, int users) {
+// Mean bytes per user over `users` users of pattern `p`; `idle`: after
+// SealIdle, as the sweeper runs it once the user has been idle.
+double MeanBytes(Pattern p, int users, bool idle) {
   const FilterPolicy policy = DefaultPolicy();
   double total = 0;
   for (int u = 0; u < users; ++u) {
@@ -53,17 +56,22 @@ double MeanBytes(Pattern p, int users) {
     UserFilter f(kKey);
     for (const Write& w : Writes(p, rng))
       f.Record(policy, w.hashes, w.event_ms);
+    if (idle) f.SealIdle(policy, f.last_active_ms() + RunSizing::kIdleSealMs);
+    EXPECT_LE(f.FpBound(policy, kNow), policy.fp_rate());
     total += static_cast<double>(f.MemoryBytes() + kSlotBytes);
   }
   return total / users;
 }
 
 TEST(Format2MemoryTest, EveryPatternMeetsIssue15sTarget) {
-  for (Pattern p : kAllPatterns) {
-    const double bytes = MeanBytes(p, 20);
-    std::printf("%-36s %8.1f B/user (target %zu)\n", PatternName(p), bytes,
-                TargetBytes(p));
-    EXPECT_LE(bytes, TargetBytes(p)) << PatternName(p);
+  for (bool idle : {false, true}) {
+    for (Pattern p : kAllPatterns) {
+      const double bytes = MeanBytes(p, 20, idle);
+      std::printf("%-36s %-7s %8.1f B/user (target %zu)\n", PatternName(p),
+                  idle ? "idle" : "written", bytes, TargetBytes(p, idle));
+      EXPECT_LE(bytes, TargetBytes(p, idle))
+          << PatternName(p) << (idle ? " idle" : " written");
+    }
   }
 }
 

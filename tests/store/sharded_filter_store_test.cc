@@ -11,6 +11,7 @@
 #include "exposure_filter/filter_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/filter/run_sizing.h"
 #include "src/store/clock.h"
 #include "src/store/surface_registry.h"
 #include "tests/store/store_test_util.h"
@@ -253,6 +254,35 @@ TEST_P(ShardedFilterStoreTest, HistoryAgesOutAfterRetentionPlusSliceSpan) {
   EXPECT_EQ(usage.bytes, 0u);
   EXPECT_EQ(usage.surfaces[home_->id].bytes, 0u);
   EXPECT_EQ(store_->DropExpired(), 0u);
+}
+
+// The sweeper seals the open slices of a user idle for
+// RunSizing::kIdleSealMs (UserFilter::SealIdle), accounts the smaller
+// filter, and forgets nothing.
+TEST_P(ShardedFilterStoreTest, TheSweeperSealsAnIdleUserAndAccountsIt) {
+  std::vector<uint64_t> all;
+  constexpr int kCalls = 100;
+  constexpr int64_t kDayMs = 24 * 3600 * 1000LL;
+  for (int c = 0; c < kCalls; ++c) {
+    const std::vector<uint64_t> items = IdHashes(c * 20, 20);
+    RecordOne(*store_, *home_, "alice", items,
+              kStartMs - 29 * kDayMs + 29 * kDayMs * c / kCalls);
+    all.insert(all.end(), items.begin(), items.end());
+  }
+  const uint64_t written = Usage().bytes;
+  EXPECT_EQ(store_->DropExpired(), 0u);  // not idle yet: unchanged
+  EXPECT_EQ(Usage().bytes, written);
+  clock_.Advance(absl::Milliseconds(RunSizing::kIdleSealMs));
+  EXPECT_EQ(store_->DropExpired(), 0u);
+  const uint64_t idle = Usage().bytes;
+  EXPECT_LT(idle, written);
+  EXPECT_EQ(Usage().surfaces[home_->id].bytes, idle);
+  const std::optional<UserFilterStats> stats =
+      store_->GetUserStats(*home_, "alice");
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->bytes, idle);
+  EXPECT_LE(stats->estimated_fp_rate, policy().fp_rate());
+  EXPECT_THAT(KeepMask(*store_, *home_, "alice", all), Each(Eq(0)));
 }
 
 TEST_P(ShardedFilterStoreTest, DropExpiredKeepsUsersWithLiveSlices) {
