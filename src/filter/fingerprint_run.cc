@@ -575,6 +575,9 @@ void FingerprintRunView::RemoveContained(const BucketedCandidates& candidates,
         }
       }
     }
+  }
+}
+
 void FingerprintRunView::RemoveContainedSparse(
     absl::Span<const uint64_t> sorted_keys, uint8_t* keep) const {
   if (count_ == 0 || sorted_keys.empty()) return;
