@@ -506,6 +506,13 @@ TEST(FingerprintRunViewTest, RemoveContainedMatchesContainsForEveryCandidate) {
               << "n=" << n << " b=" << b << " u=" << u << " m=" << m;
           if (m >= 300) {
             ASSERT_GT(members, m / 4);  // the check has teeth
+          }
+        }
+      }
+    }
+  }
+}
+
 // RemoveContainedSparse (UserFilter::Record's few-items check) against the
 // merge and single lookups: runs packed at any bit offset of a buffer whose
 // other bits are random, all ones, or zero but for one set bit right after
