@@ -132,8 +132,9 @@ void EmitParts(const FilterParts* parts, const FilterPolicy& policy,
 // so the union is encoded here as ToParts does (rare: tails exist only in
 // open slices of more than UserFilter::kTailFromItems items).
 // Sizes are summed first, so *out is allocated once.
-void EncodeUserFilter(const UserFilter& filter, const FilterPolicy& policy,
-                      int64_t now_ms, std::string* out) {
+// Returns the checksum (also written as the trailer).
+uint64_t EncodeUserFilter(const UserFilter& filter, const FilterPolicy& policy,
+                          int64_t now_ms, std::string* out) {
   const UserFilter::LiveSlices live = filter.Live(policy, now_ms);
   // Owners of merged main+tail runs (views point into their heap words).
   std::vector<FingerprintRun> merged;
@@ -217,8 +218,10 @@ void EncodeUserFilter(const UserFilter& filter, const FilterPolicy& policy,
       p += seg.bit_bytes();
     }
   }
-  const size_t body = total - format::kTrailerBytes;
-  PutU64(p, XXH3_64bits(out->data(), body));
+  const uint64_t checksum =
+      XXH3_64bits(out->data(), total - format::kTrailerBytes);
+  PutU64(p, checksum);
+  return checksum;
 }
 
 }  // namespace
@@ -248,8 +251,7 @@ uint64_t FilterPartsFingerprint(const FilterParts* parts,
 uint64_t EncodeFilter(const UserFilter* filter, const FilterPolicy& policy,
                       int64_t now_ms, std::string* out) {
   if (filter == nullptr) return EncodeFilterParts(nullptr, policy, now_ms, out);
-  EncodeUserFilter(*filter, policy, now_ms, out);
-  return XXH3_64bits(out->data(), out->size() - format::kTrailerBytes);
+  return EncodeUserFilter(*filter, policy, now_ms, out);
 }
 
 uint64_t FilterFingerprint(const UserFilter* filter, const FilterPolicy& policy,
@@ -259,8 +261,7 @@ uint64_t FilterFingerprint(const UserFilter* filter, const FilterPolicy& policy,
   // allocation, no per-run copies); XXH3's streaming and one-shot forms
   // agree, so this equals FilterPartsFingerprint(ToParts()).
   std::string bytes;
-  EncodeUserFilter(*filter, policy, now_ms, &bytes);
-  return XXH3_64bits(bytes.data(), bytes.size() - format::kTrailerBytes);
+  return EncodeUserFilter(*filter, policy, now_ms, &bytes);
 }
 
 std::string FilterVersionString(uint64_t fingerprint) {
