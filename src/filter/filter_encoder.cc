@@ -125,9 +125,9 @@ void EmitParts(const FilterParts* parts, const FilterPolicy& policy,
 // GetFilter's path for a UserFilter: the bytes EmitParts produces for
 // filter.ToParts(), written straight from the filter's allocation. A run's
 // wire form is its header (b, k, n, U - 1) and its Rice payload, and the
-// allocation holds exactly that payload (same k: Rebuild stores the code
-// FingerprintRun::Build would choose), only at a bit offset: it is copied
-// 64 bits at a time (CopyPayloadBytesTo), never decoded and re-encoded.
+// allocation holds exactly that payload with that k (ToParts's CopyOf keeps
+// both), only at a bit offset: it is copied 64 bits at a time
+// (CopyPayloadBytesTo), never decoded and re-encoded.
 // Only a run stored with a tail needs work: ToParts holds the pair merged,
 // so the union is encoded here as ToParts does (rare: tails exist only in
 // open slices of more than UserFilter::kTailFromItems items).
