@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "exposure_filter/filter_view.h"
 #include "src/server/arena_message_allocator.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/request_parser.h"
@@ -196,6 +197,44 @@ void BM_GetFilterHandler(benchmark::State& state) {
   state.SetLabel(state.range(0) ? "if_version (not modified)" : "full");
 }
 BENCHMARK(BM_GetFilterHandler)->Arg(0)->Arg(1);
+
+// "GetFilter + local check" (issue 15): a client pulls the user's filter
+// (the handler, as above), parses it (FilterView::Parse) and checks the
+// 5,000 candidates of a FilterRecalled request locally (KeepMaskIds).
+// Arg 0: all three per iteration; Arg 1: parse + check only, of bytes
+// pulled once (the client's share). Same source in every build compared,
+// so old and new servers' filters are checked by the same loop.
+void BM_GetFilterLocalCheck(benchmark::State& state) {
+  Core& core = SharedCore();
+  v1::GetFilterRequest req;
+  req.set_surface("bench");
+  req.set_user_id("u7");
+  const v1::FilterRecalledRequest cands = Request(7, v1::KEEP_MASK, 7);
+  const std::vector<uint64_t> ids(cands.candidate_ids().begin(),
+                                  cands.candidate_ids().end());
+  std::vector<uint8_t> keep(ids.size());
+  v1::GetFilterResponse pulled;
+  (void)core.handlers.GetFilter(req, &pulled);
+  const bool pull_each_time = state.range(0) == 0;
+  for (auto _ : state) {
+    v1::GetFilterResponse resp;
+    if (pull_each_time) (void)core.handlers.GetFilter(req, &resp);
+    absl::StatusOr<FilterView> view =
+        FilterView::Parse(pull_each_time ? resp.filter() : pulled.filter());
+    if (!view.ok()) {
+      state.SkipWithError(std::string(view.status().message()).c_str());
+      break;
+    }
+    view->KeepMaskIds(ids, keep.data());
+    benchmark::DoNotOptimize(keep.data());
+  }
+  state.counters["filter_bytes"] = static_cast<double>(pulled.filter().size());
+  state.counters["kept"] =
+      static_cast<double>(std::count(keep.begin(), keep.end(), uint8_t{1}));
+  state.SetLabel(pull_each_time ? "pull + parse + check 5000"
+                                : "parse + check 5000");
+}
+BENCHMARK(BM_GetFilterLocalCheck)->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace exposure_filter

@@ -686,6 +686,26 @@ void FingerprintRunView::CopyPayloadTo(uint64_t* dst,
   }
 }
 
+void FingerprintRunView::CopyPayloadBytesTo(unsigned char* dst) const {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+                "a word's bytes in memory are its little-endian bytes");
+  // 64 payload bits per step, read at any bit offset with Peek64 (which may
+  // read the word after the payload's last one: readable by this class's
+  // contract); the last chunk is masked to its n bits and only its
+  // ceil(n / 8) bytes are written.
+  uint64_t done = 0;
+  for (; done + 64 <= payload_bits_; done += 64) {
+    const uint64_t v = Peek64(words_, bit_offset_ + done);
+    std::memcpy(dst + done / 8, &v, 8);
+  }
+  const uint64_t n = payload_bits_ - done;  // 0..63
+  if (n != 0) {
+    const uint64_t v =
+        Peek64(words_, bit_offset_ + done) & ((uint64_t{1} << n) - 1);
+    std::memcpy(dst + done / 8, &v, (n + 7) / 8);
+  }
+}
+
 std::vector<uint32_t> FingerprintRun::Fingerprints() const {
   std::vector<uint32_t> out;
   view().AppendFingerprints(&out);

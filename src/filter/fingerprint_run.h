@@ -137,6 +137,12 @@ class FingerprintRunView {
   void AppendFingerprints(std::vector<uint32_t>* out) const;
   // ORs the payload into `dst` at bit `dst_offset` (those bits must be zero).
   void CopyPayloadTo(uint64_t* dst, uint64_t dst_offset) const;
+  // Writes the payload as Serialize lays it out after its header: exactly
+  // encoded_bytes() = ceil(payload_bits / 8) bytes, little-endian, the last
+  // byte's unused high bits zero. `dst` needs no alignment. GetFilter's
+  // encoder copies a run's wire bytes straight from UserFilter's allocation
+  // with it (no decode, no intermediate FingerprintRun).
+  void CopyPayloadBytesTo(unsigned char* dst) const;
 
  private:
   size_t skip_entries() const {

@@ -1277,6 +1277,52 @@ FilterParts UserFilter::ToParts() const {
   return parts;
 }
 
+UserFilter::LiveSlices UserFilter::Live(const FilterPolicy& policy,
+                                        int64_t now_ms) const {
+  LiveSlices live;
+  if (h_ == nullptr) return live;
+  const Tables t = Decode();
+  // The same slice may hold legacy segments and runs (ToParts's part()).
+  auto slice = [&](int64_t index) -> LiveSlice& {
+    for (LiveSlice& s : live) {
+      if (s.index == index) return s;
+    }
+    live.emplace_back();
+    live.back().index = index;
+    return live.back();
+  };
+  if (t.legacy != nullptr) {
+    for (const BloomSlices::Slice& s : t.legacy->slices.slices()) {
+      if (!policy.SliceLive(s.index, now_ms)) continue;
+      LiveSlice& l = slice(s.index);
+      for (const BloomSlices::Segment& seg : s.segments) {
+        l.bloom_segments.push_back(seg);
+      }
+    }
+  }
+  size_t k = 0;
+  for (const SliceMeta& s : t.slices) {
+    if (!policy.SliceLive(s.index, now_ms)) {
+      k += s.num_runs;
+      continue;
+    }
+    LiveSlice& l = slice(s.index);
+    for (int j = 0; j < s.num_runs; ++j, ++k) {
+      LiveRun run{View(t.runs[k]), {}};
+      if (j + 1 < s.num_runs && t.runs[k + 1].tail) {
+        run.tail = View(t.runs[k + 1]);
+        ++j;
+        ++k;
+      }
+      l.runs.push_back(run);
+    }
+  }
+  std::sort(
+      live.begin(), live.end(),
+      [](const LiveSlice& a, const LiveSlice& b) { return a.index < b.index; });
+  return live;
+}
+
 absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
                                                  FilterParts parts,
                                                  absl::string_view key) {

@@ -161,6 +161,23 @@ class UserFilter {
   // out) as plain parts (filter_parts.h). A slice that was legacy Bloom when
   // loaded and has had writes since holds both kinds.
   FilterParts ToParts() const;
+  // GetFilter's zero-copy view of what ToParts would give for the slices
+  // live at `now_ms`, ascending index: each slice's legacy Bloom segments
+  // and its runs as views into this filter's allocation (valid until the
+  // filter is next mutated or destroyed). A run stored with a tail (see
+  // "Writes") comes with it in `tail`; ToParts's run is their union.
+  struct LiveRun {
+    FingerprintRunView main;
+    FingerprintRunView tail;  // count() == 0: no tail
+  };
+  struct LiveSlice {
+    int64_t index = 0;
+    absl::InlinedVector<BloomSlices::Segment, 2> bloom_segments;
+    absl::InlinedVector<LiveRun, 2> runs;
+  };
+  using LiveSlices = absl::InlinedVector<LiveSlice, 8>;
+  LiveSlices Live(const FilterPolicy& policy, int64_t now_ms) const;
+
   // The filter `parts` describe, carrying `key`. InvalidArgument naming the
   // slice and field unless: at most kMaxPartsSlices slices in strictly
   // ascending index order; min_event_ms <= max_event_ms; every slice holds
