@@ -438,10 +438,12 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
     }
   }
   if (run_codes_ == nullptr || run_codes_->empty()) return;
-  // Runs: every run's fingerprint is monotone in the hash's top 32 bits, so
-  // one sort by those bits orders the candidates for every run; each run is
-  // then one merge pass, O(m + n_r). Total O(m + sum_r (m + n_r)) after the
-  // radix sort.
+  // Runs: as the server's FilterRecalled (UserFilter::RemoveExposed): one
+  // counting pass groups the candidates into ~m buckets by their hash's top
+  // bits, then each run walks its codes once, each code checking only the
+  // candidates of the buckets its fingerprint can come from
+  // (FingerprintRunView::RemoveContained). O(m + sum_r n_r), where a merge
+  // of every run with all m candidates was O(sum_r (m + n_r)).
   if (m > std::numeric_limits<uint32_t>::max()) {
     for (size_t i = 0; i < m; ++i) keep[i] &= !MayContainHash(item_hashes[i]);
     return;
@@ -450,10 +452,10 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
   for (size_t i = 0; i < m; ++i) {
     keys[i] = FingerprintRun::SortKey(item_hashes[i], static_cast<uint32_t>(i));
   }
-  std::vector<uint64_t> scratch;
-  SortKeysByHashPrefix(absl::MakeSpan(keys), scratch);
+  thread_local CandidateSorter sorter;  // its scratch, reused per thread
+  const BucketedCandidates bucketed = sorter.Bucket(keys);
   for (const FingerprintRun& run : *run_codes_) {
-    run.RemoveContainedSorted(keys, keep);
+    run.view().RemoveContained(bucketed, keep);
   }
 }
 
