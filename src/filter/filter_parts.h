@@ -2,9 +2,10 @@
 // between the in-memory filter (UserFilter::ToParts / FromParts) and what
 // stores or ships it (snapshot and WAL records, GetFilter format 2).
 //
-// A slice holds one kind of content: legacy format-1 Bloom segments (data
-// written by a release before format 2, read-only until the slice ages out)
-// or format-2 fingerprint runs. A run contributes n / U to the user's false
+// A slice holds legacy format-1 Bloom segments (data written by a release
+// before format 2, read-only until the slice ages out), format-2
+// fingerprint runs, or both (a legacy slice that received items after the
+// upgrade: UserFilter::ToParts). A run contributes n / U to the user's false
 // positive bound F = sum over live runs of n_r / U_r (docs/format2-design.md,
 // eq. 2); `capacity` is the most distinct fingerprints the sizing policy let
 // the run hold, so capacity / U is the share of delta it was given.
@@ -30,8 +31,7 @@ struct SlicePart {
   int64_t index = 0;  // slice covers [index*span, (index+1)*span)
   int64_t min_event_ms = 0, max_event_ms = 0;
   std::vector<BloomSegment> bloom_segments;  // legacy format-1 slices only
-  std::vector<RunPart> runs;  // format-2 runs (a slice has one kind or the
-                              // other)
+  std::vector<RunPart> runs;                 // format-2 runs
 };
 
 struct FilterParts {
