@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "exposure_filter/partitioning.h"
+#include "src/ingest/kafka_conf.h"
 #include "src/ingest/kafka_event_logger.h"
 
 namespace exposure_filter {
@@ -23,12 +24,7 @@ constexpr int kPollMs = 50;
 
 absl::Status SetConf(RdKafka::Conf* conf, const std::string& name,
                      const std::string& value) {
-  std::string err;
-  if (conf->set(name, value, err) != RdKafka::Conf::CONF_OK) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kafka producer config ", name, "=", value, ": ", err));
-  }
-  return absl::OkStatus();
+  return SetKafkaConf(conf, "kafka producer config", name, value);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "src/ingest/kafka_conf.h"
 #include "src/ingest/kafka_event_logger.h"
 #include "src/ingest/kafka_message_encoder.h"
 
@@ -52,12 +53,7 @@ class CommitResultCounter final : public RdKafka::OffsetCommitCb {
 
 absl::Status SetConf(RdKafka::Conf* conf, const std::string& name,
                      const std::string& value) {
-  std::string err;
-  if (conf->set(name, value, err) != RdKafka::Conf::CONF_OK) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kafka config ", name, "=", value, ": ", err));
-  }
-  return absl::OkStatus();
+  return SetKafkaConf(conf, "kafka config", name, value);
 }
 
 void SleepUnlessStopping(const std::atomic<bool>& stopping, absl::Duration d) {
