@@ -344,8 +344,12 @@ class RoutingClient:
             in_time = time.monotonic() < deadline
             # DEADLINE_EXCEEDED is a per-try timeout while the call has time
             # left, else the call's own: then no owner is started any more.
+            # CANCELLED comes from a server shutting down as the call
+            # arrived (a cancelled losing hedge raises
+            # FutureCancelledError, not an RpcError): safe to repeat.
             go_on = code in (grpc.StatusCode.UNAVAILABLE,
-                             grpc.StatusCode.DEADLINE_EXCEEDED)
+                             grpc.StatusCode.DEADLINE_EXCEEDED,
+                             grpc.StatusCode.CANCELLED)
             if not go_on and code == grpc.StatusCode.FAILED_PRECONDITION:
                 replanned = self._replan(user_id, error)
                 # Owner i is (p + i) % N whatever R: a new list extends or
