@@ -44,7 +44,7 @@ def _env_float(name, default):
 # Phase lengths (seconds of load between events); short enough that the
 # whole drill stays well under ctest's timeout on a loaded 2-core machine.
 WARMUP_S = _env_float("EF_DRILL_WARMUP_S", 3)
-DOWN_S = _env_float("EF_DRILL_DOWN_S", 2)      # killed replica stays down
+DOWN_S = _env_float("EF_DRILL_DOWN_S", 3)      # killed replica stays down
 BETWEEN_S = _env_float("EF_DRILL_BETWEEN_S", 2)
 TAIL_S = _env_float("EF_DRILL_TAIL_S", 2)
 
@@ -218,11 +218,24 @@ class Drill:
         return report(self)
 
     def window(self, start_event, end_event):
-        """(start, end) monotonic times of the first events so named."""
-        times = dict()
-        for t, what in self.events:
-            times.setdefault(what, t)
-        return times[start_event], times[end_event]
+        """(start, end): the monotonic times of the first event named
+        `start_event` and of the first `end_event` after it."""
+        start = next(t for t, what in self.events if what == start_event)
+        end = next(t for t, what in self.events
+                   if what == end_event and t >= start)
+        return start, end
+
+    def failed_calls(self):
+        """Each failed call as text, placed after the event before it."""
+        out = []
+        for start, op, ms, code in self.calls:
+            if code == 0:
+                continue
+            before = [(t, w) for t, w in self.events if t <= start]
+            t, what = before[-1] if before else (start, "start")
+            out.append("%s code %d (%.1f ms) %.3f s after '%s'"
+                       % (op, code, ms, start - t, what))
+        return out
 
     def calls_in(self, start, end, op=None):
         return [c for c in self.calls
@@ -295,6 +308,12 @@ def report(drill):
     lines.append("stale reads (missed an item acknowledged >= 2 s before): "
                  "%d reads, %d items" % (load["stale_reads"],
                                          load["stale_items"]))
+    for line in drill.failed_calls()[:10]:
+        lines.append("failed call: " + line)
+    for e in load["read_errors"][:5]:
+        lines.append("read error: " + e)
+    for e in load["write_errors"][:5]:
+        lines.append("write error: " + e)
     ver = drill.verify
     lines.append(
         "check: %d users, %d acknowledged items, %d (user, owner) pairs: "
