@@ -22,12 +22,15 @@ log can be cut at this script's events.
 import csv
 import json
 import os
+import re
 import signal
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 
 import server_harness as harness
 
@@ -47,6 +50,28 @@ WARMUP_S = _env_float("EF_DRILL_WARMUP_S", 3)
 DOWN_S = _env_float("EF_DRILL_DOWN_S", 3)      # killed replica stays down
 BETWEEN_S = _env_float("EF_DRILL_BETWEEN_S", 2)
 TAIL_S = _env_float("EF_DRILL_TAIL_S", 2)
+
+
+# A restarted copy counts as caught up with Kafka once its consumer lag
+# summed over its partitions is at most this many messages: about 30 ms of
+# the drill's writes (~3,000 messages/s over the 8 partitions a replica
+# owns), i.e. what one fetch round trip leaves behind in steady state.
+CAUGHT_UP_LAG = 100
+CATCH_UP_WATCH_S = 30.0
+
+
+def consumer_lag(admin_port):
+    """Summed exposure_filter_kafka_consumer_lag_messages, or None."""
+    url = "http://127.0.0.1:%d/metrics" % admin_port
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    values = [float(m.group(1)) for m in re.finditer(
+        r"^exposure_filter_kafka_consumer_lag_messages\{[^}]*\} (\S+)$",
+        text, re.M)]
+    return sum(values) if values else None
 
 
 def tool(env_name, name):
@@ -71,6 +96,10 @@ class Drill:
         self.events = []
         # Per restart: (ordinal, how, seconds from spawn to SERVING).
         self.restarts = []
+        # Per restart: (ordinal, seconds from SERVING until the consumer lag
+        # was <= CAUGHT_UP_LAG or None, the highest lag seen).
+        self.catch_ups = []
+        self._watchers = []
         self.exit_codes = []  # SIGTERMed replicas' exit codes
         self.load = None     # the driver's JSON summary
         self.verify = None   # the checker's JSON summary
@@ -103,6 +132,29 @@ class Drill:
         self.servers[ordinal] = server
         return ready
 
+    def _watch_catch_up(self, ordinal):
+        """Times SERVING -> consumer lag <= CAUGHT_UP_LAG in the background
+        (the server serves while it catches up, until M3's lag gate)."""
+        server = self.servers[ordinal]
+        serving = time.monotonic()
+
+        def watch():
+            peak = 0.0
+            while time.monotonic() - serving < CATCH_UP_WATCH_S:
+                lag = consumer_lag(server.admin_port)
+                if lag is not None:
+                    peak = max(peak, lag)
+                    if lag <= CAUGHT_UP_LAG:
+                        self.catch_ups.append(
+                            (ordinal, time.monotonic() - serving, peak))
+                        return
+                time.sleep(0.02)
+            self.catch_ups.append((ordinal, None, peak))
+
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        self._watchers.append(t)
+
     def _retire(self, ordinal):
         server = self.servers[ordinal]
         self.logs.setdefault(ordinal, []).append(server.log())
@@ -121,6 +173,7 @@ class Drill:
         ready = self.start_replica(ordinal)
         self.restarts.append((ordinal, "kill -9", ready))
         self.event("replica %d SERVING" % ordinal)
+        self._watch_catch_up(ordinal)
 
     def terminate_and_restart(self, ordinal):
         self.event("SIGTERM replica %d" % ordinal)
@@ -132,6 +185,7 @@ class Drill:
         ready = self.start_replica(ordinal)
         self.restarts.append((ordinal, "SIGTERM", ready))
         self.event("replica %d SERVING" % ordinal)
+        self._watch_catch_up(ordinal)
 
     # --- the drill ---------------------------------------------------------
 
@@ -177,6 +231,8 @@ class Drill:
             raise RuntimeError("failover-drill --mode=load exited %d: %s"
                                % (driver.returncode, err))
         self.load = json.loads(out)
+        for t in self._watchers:
+            t.join()
         self._read_calls(calls, samples)
         check = subprocess.run(
             [tool("EF_DRILL_TOOLS", "failover-drill"), "--mode=verify",
@@ -299,6 +355,12 @@ def report(drill):
     for ordinal, how, ready in drill.restarts:
         lines.append("restart after %s of replica %d: process start -> "
                      "SERVING %.2f s" % (how, ordinal, ready))
+    for ordinal, seconds, peak in drill.catch_ups:
+        lines.append("replica %d: SERVING -> Kafka consumer lag <= %d "
+                     "messages %s (highest lag seen %d)"
+                     % (ordinal, CAUGHT_UP_LAG,
+                        "%.2f s" % seconds if seconds is not None
+                        else "not within %.0f s" % CATCH_UP_WATCH_S, peak))
     f = load["freshness"]
     lines.append(
         "freshness acknowledged -> filtered on every owner: samples=%d "
