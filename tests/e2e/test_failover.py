@@ -39,8 +39,13 @@ class FailoverDrillTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        # Deadline and per-try timeout above the bench's (1 s / 250 ms): a
+        # sanitizer build on a loaded machine must not time out both owners
+        # of a healthy pair. Dead owners fail fast (refused or reset
+        # connections), so failover is exercised all the same.
         cls.drill = failover_drill.Drill(
-            driver_args=["--threads=3", "--users=1500"])
+            driver_args=["--threads=3", "--users=1500", "--deadline_ms=3000",
+                         "--per_try_timeout_ms=1000"])
         try:
             cls.drill.run()
         except BaseException:
