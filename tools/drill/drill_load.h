@@ -57,7 +57,8 @@ struct CallRecord {
   uint8_t code;  // absl::StatusCode; for writes the worst owner's
 };
 
-// A routing-client counter snapshot, taken every 100 ms by Run's caller.
+// The routing client's counters at one moment (RunLoad takes one every
+// 100 ms): failovers per time window, for the bench.
 struct StatsSample {
   int64_t t_ns;
   RoutingStats stats;
@@ -79,8 +80,9 @@ struct LoadResult {
   uint64_t freshness_dropped = 0;  // an owner did not answer meanwhile
 };
 
-// Runs until `stop` becomes true; `sample` is called every 100 ms from the
-// calling thread with the router's counters.
+// Runs the load until `stop` becomes true, appending the router's counters
+// to `samples` every 100 ms from the calling thread; then fills `result`.
+// An error only when the clients cannot be created.
 absl::Status RunLoad(const LoadOptions& options, const std::atomic<bool>& stop,
                      LoadResult* result, std::vector<StatsSample>* samples);
 

@@ -9,6 +9,7 @@
 //     prints a JSON summary.
 // tests/e2e/test_failover.py and bench/failover_drill.sh run it while they
 // kill and restart the replicas (drill_load.h, drill_verify.h).
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
