@@ -14,7 +14,10 @@
 #   bash bench/failover_drill.sh [failover-drill load flags...]
 #   e.g. bash bench/failover_drill.sh --threads=4 --users=20000
 # Environment: BUILD (build); EF_DRILL_WARMUP_S, EF_DRILL_DOWN_S,
-# EF_DRILL_BETWEEN_S, EF_DRILL_TAIL_S (seconds of load between events).
+# EF_DRILL_BETWEEN_S, EF_DRILL_TAIL_S (seconds of load between events);
+# EF_DRILL_PRELOAD_USERS (x EF_DRILL_PRELOAD_MESSAGES, default 5, messages
+# of 10 items) produced into the topic first, so restarts recover a real
+# snapshot, e.g. EF_DRILL_PRELOAD_USERS=200000.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}

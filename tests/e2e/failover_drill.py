@@ -50,6 +50,12 @@ WARMUP_S = _env_float("EF_DRILL_WARMUP_S", 3)
 DOWN_S = _env_float("EF_DRILL_DOWN_S", 3)      # killed replica stays down
 BETWEEN_S = _env_float("EF_DRILL_BETWEEN_S", 2)
 TAIL_S = _env_float("EF_DRILL_TAIL_S", 2)
+# Bench only: users (x PRELOAD_MESSAGES messages of 10 items) produced
+# straight into the topic before the load starts, so that a restart has a
+# real snapshot to recover. 0 (the test): none.
+PRELOAD_USERS = int(os.environ.get("EF_DRILL_PRELOAD_USERS", "0"))
+PRELOAD_MESSAGES = int(os.environ.get("EF_DRILL_PRELOAD_MESSAGES", "5"))
+PRELOAD_DEADLINE_S = 600.0
 
 
 # A restarted copy counts as caught up with Kafka once its consumer lag
@@ -106,6 +112,7 @@ class Drill:
         self.calls = []      # (start_s, op, latency_ms, code)
         self.samples = []    # (t_s, failovers, hedges, [errors per replica])
         self.logs = {}       # ordinal -> logs of its earlier processes
+        self.preload_s = None  # produce + consume time of the preload
 
     # --- processes ---------------------------------------------------------
 
@@ -187,6 +194,29 @@ class Drill:
         self.event("replica %d SERVING" % ordinal)
         self._watch_catch_up(ordinal)
 
+    def preload(self):
+        """PRELOAD_USERS users into the topic; waits until every replica has
+        consumed them and written a snapshot (--snapshot_interval=3s)."""
+        start = time.monotonic()
+        subprocess.run(
+            [tool("EF_KAFKA_TOOLS", "kafka-produce-exposures"),
+             "--brokers=" + self.brokers, "--topic=" + TOPIC,
+             "--format=request", "--user_prefix=preload-",
+             "--users=%d" % PRELOAD_USERS,
+             "--messages_per_user=%d" % PRELOAD_MESSAGES,
+             "--items_per_message=10"],
+            check=True, capture_output=True, timeout=PRELOAD_DEADLINE_S)
+        for server in self.servers:
+            while True:
+                lag = consumer_lag(server.admin_port)
+                if lag == 0:
+                    break
+                if time.monotonic() - start > PRELOAD_DEADLINE_S:
+                    raise RuntimeError("preload not consumed in time")
+                time.sleep(0.2)
+        self.preload_s = time.monotonic() - start
+        time.sleep(4)  # one snapshot interval
+
     # --- the drill ---------------------------------------------------------
 
     def run(self):
@@ -199,6 +229,8 @@ class Drill:
             raise RuntimeError("kafka-mock-cluster printed %r" % self.brokers)
         for r in range(REPLICAS):
             self.start_replica(r)
+        if PRELOAD_USERS > 0:
+            self.preload()
         route = ",".join(self.addresses())
         acked = os.path.join(self.tmp, "acked.tsv")
         calls = os.path.join(self.tmp, "calls.csv")
@@ -319,6 +351,11 @@ def report(drill):
     """The bench's figures, as text."""
     lines = []
     load = drill.load
+    if drill.preload_s is not None:
+        lines.append(
+            "preload: %d users x %d messages x 10 items through Kafka, "
+            "consumed by every owner in %.1f s" % (
+                PRELOAD_USERS, PRELOAD_MESSAGES, drill.preload_s))
     for op in ("read", "write"):
         s = load[op]
         lines.append(

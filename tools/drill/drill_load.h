@@ -54,7 +54,7 @@ struct CallRecord {
   int64_t start_ns;  // CLOCK_MONOTONIC
   float latency_ms;
   Op op;
-  uint8_t code;  // absl::StatusCode; for writes the worst owner's
+  uint8_t code;  // absl::StatusCode; a write: its last failed owner's
 };
 
 // The routing client's counters at one moment (RunLoad takes one every
