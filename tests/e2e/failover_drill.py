@@ -282,7 +282,8 @@ class Drill:
         with open(calls) as f:
             for row in csv.DictReader(f):
                 self.calls.append((int(row["start_ns"]) / 1e9, row["op"],
-                                   float(row["latency_ms"]), int(row["code"])))
+                                   float(row["latency_ms"]), int(row["code"]),
+                                   row["stale"] == "1"))
         with open(samples) as f:
             for row in csv.DictReader(f):
                 self.samples.append((
@@ -316,7 +317,7 @@ class Drill:
     def failed_calls(self):
         """Each failed call as text, placed after the event before it."""
         out = []
-        for start, op, ms, code in self.calls:
+        for start, op, ms, code, _ in self.calls:
             if code == 0:
                 continue
             before = [(t, w) for t, w in self.events if t <= start]
@@ -398,6 +399,15 @@ def report(drill):
                      % (ordinal, CAUGHT_UP_LAG,
                         "%.2f s" % seconds if seconds is not None
                         else "not within %.0f s" % CATCH_UP_WATCH_S, peak))
+    # Stale reads placed in time: after which restart, and how long after
+    # that copy said SERVING the last one came.
+    serving = [(t, w) for t, w in drill.events if w.endswith(" SERVING")]
+    for i, (t, what) in enumerate(serving):
+        until = serving[i + 1][0] if i + 1 < len(serving) else float("inf")
+        stale = [c[0] for c in drill.calls if c[4] and t <= c[0] < until]
+        if stale:
+            lines.append("stale reads after '%s': %d, the last %.2f s after "
+                         "it" % (what, len(stale), max(stale) - t))
     f = load["freshness"]
     lines.append(
         "freshness acknowledged -> filtered on every owner: samples=%d "

@@ -117,7 +117,7 @@ class Worker {
       }
     }
     result_.calls.push_back(
-        {start, ms, Op::kWrite, static_cast<uint8_t>(code)});
+        {start, ms, Op::kWrite, static_cast<uint8_t>(code), false});
   }
 
   void Read() {
@@ -145,8 +145,9 @@ class Worker {
     const int64_t start = MonotonicNs();
     const auto response = router_->FilterRecalled(request);
     const float ms = static_cast<float>(MonotonicNs() - start) / 1e6f;
-    result_.calls.push_back(
-        {start, ms, Op::kRead, static_cast<uint8_t>(response.status().code())});
+    CallRecord& call = result_.calls.emplace_back(
+        CallRecord{start, ms, Op::kRead,
+                   static_cast<uint8_t>(response.status().code()), false});
     if (!response.ok()) {
       KeepError(
           &result_.read_errors,
@@ -157,6 +158,7 @@ class Worker {
     for (uint64_t kept : response->kept_ids())
       missed += expected_gone.count(kept);
     if (missed > 0) {
+      call.stale = true;
       ++result_.stale_reads;
       result_.stale_items += missed;
     }

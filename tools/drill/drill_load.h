@@ -55,6 +55,7 @@ struct CallRecord {
   float latency_ms;
   Op op;
   uint8_t code;  // absl::StatusCode; a write: its last failed owner's
+  bool stale;    // a read that missed an old acknowledged item
 };
 
 // The routing client's counters at one moment (RunLoad takes one every

@@ -45,7 +45,7 @@ ABSL_FLAG(double, duration_s, 0, "load: run this long (0: until stdin EOF)");
 ABSL_FLAG(uint64_t, seed, 1, "load: random seed");
 ABSL_FLAG(std::string, acked_out, "", "load: acknowledged exposures (TSV)");
 ABSL_FLAG(std::string, calls_out, "",
-          "load: every call (CSV start_ns,op,latency_ms,code)");
+          "load: every call (CSV start_ns,op,latency_ms,code,stale)");
 ABSL_FLAG(std::string, samples_out, "",
           "load: client counters every 100 ms (CSV)");
 ABSL_FLAG(std::string, acked_in, "", "verify: acknowledged exposures (TSV)");
@@ -125,11 +125,12 @@ int Load(const std::vector<std::string>& route) {
   }
   if (!absl::GetFlag(FLAGS_calls_out).empty()) {
     std::ofstream out(absl::GetFlag(FLAGS_calls_out));
-    out << "start_ns,op,latency_ms,code\n";
+    out << "start_ns,op,latency_ms,code,stale\n";
     for (const auto& c : result.calls) {
       out << c.start_ns << ','
           << (c.op == exposure_filter::drill::Op::kRead ? "read" : "write")
-          << ',' << c.latency_ms << ',' << static_cast<int>(c.code) << '\n';
+          << ',' << c.latency_ms << ',' << static_cast<int>(c.code) << ','
+          << (c.stale ? 1 : 0) << '\n';
     }
   }
   if (!absl::GetFlag(FLAGS_samples_out).empty()) {
