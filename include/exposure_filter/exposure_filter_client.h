@@ -44,17 +44,29 @@ struct ClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(1);
   double backoff_multiplier = 2.0;
+  // How soon the channel tries to connect again after a connection failed:
+  // initial_reconnect_backoff, then x1.6 per failure up to
+  // max_reconnect_backoff (gRPC's defaults are 1 s and 120 s). While it
+  // waits, calls to that replica fail at once; with replication a restarted
+  // replica is useless to the client until the channel tries again, and a
+  // rolling restart takes its neighbour down seconds later (issue 16: with
+  // the defaults the drill saw both owners of a user unreachable, one of
+  // them SERVING again for 2 s). A refused connect costs one SYN/RST per
+  // second per channel.
+  absl::Duration initial_reconnect_backoff = absl::Milliseconds(100);
+  absl::Duration max_reconnect_backoff = absl::Seconds(1);
 };
 
 // Checks the options (positive deadline and backoffs, 1..5 attempts,
-// multiplier > 0).
+// multiplier > 0, initial <= max for both backoffs).
 absl::Status ValidateClientOptions(const ClientOptions& options);
 
 // The gRPC service config that retries UNAVAILABLE on every exposure.v1 RPC
 // as `options` say; for callers that build their own channels.
 std::string RetryServiceConfigJson(const ClientOptions& options);
 
-// Channel arguments carrying RetryServiceConfigJson(options).
+// Channel arguments carrying RetryServiceConfigJson(options) and the
+// reconnect backoff.
 grpc::ChannelArguments ClientChannelArguments(const ClientOptions& options);
 
 // A finished call's status as absl::Status (same code, the server's message)

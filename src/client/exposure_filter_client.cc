@@ -42,6 +42,12 @@ absl::Status ValidateClientOptions(const ClientOptions& o) {
   if (!(o.backoff_multiplier > 0)) {
     return absl::InvalidArgumentError("backoff_multiplier: must be > 0");
   }
+  if (o.initial_reconnect_backoff <= absl::ZeroDuration() ||
+      o.max_reconnect_backoff < o.initial_reconnect_backoff) {
+    return absl::InvalidArgumentError(
+        "initial_reconnect_backoff, max_reconnect_backoff: need 0 < initial "
+        "<= max");
+  }
   return absl::OkStatus();
 }
 
@@ -75,6 +81,12 @@ grpc::ChannelArguments ClientChannelArguments(const ClientOptions& options) {
   args.SetServiceConfigJSON(RetryServiceConfigJson(options));
   // The service config above is the client's; ignore any a resolver offers.
   args.SetInt(GRPC_ARG_SERVICE_CONFIG_DISABLE_RESOLUTION, 1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(
+                  options.initial_reconnect_backoff)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(
+                  absl::ToInt64Milliseconds(options.max_reconnect_backoff)));
   return args;
 }
 

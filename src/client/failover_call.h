@@ -5,12 +5,12 @@
 // call with its own ClientContext whose deadline is
 //   min(call deadline, try start + per_try_timeout),
 // so a hanging owner costs at most per_try_timeout. A try that ends in
-// UNAVAILABLE (server says so, connection refused or lost) or in
-// DEADLINE_EXCEEDED before the call's deadline (its per-try timeout) moves
-// on to the next owner; any other code ends the call at once, except a
-// FAILED_PRECONDITION whose owner hint shows another replication factor
-// with the same P and N: the placement changed, the owner list is recomputed
-// and the call goes on with the owners not tried yet.
+// UNAVAILABLE (server says so, connection refused or lost), in CANCELLED
+// (by a server shutting down) or in DEADLINE_EXCEEDED before the call's
+// deadline (its per-try timeout) moves on to the next owner; any other code
+// ends the call at once, except a FAILED_PRECONDITION whose owner hint shows
+// another replication factor with the same P and N: the placement changed, the
+// owner list is recomputed and the call goes on with the owners not tried yet.
 // With hedging (hedge_delay > 0) a try still running hedge_delay after the
 // last start gets company: the next owner is sent the same request; the
 // first OK answer wins and the others are cancelled.
@@ -158,8 +158,14 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
     const bool in_time = absl::Now() < deadline;
     // DEADLINE_EXCEEDED is a per-try timeout while the call has time left,
     // else the call's own deadline: then no owner is started any more.
+    // CANCELLED: this loop cancels tries only after the call has its answer
+    // (losing hedges), so one seen here came from the server: gRPC cancels
+    // the calls that reach a server just as it shuts down (the failover
+    // drill saw "CANCELLED" 0 ms after a SIGTERM). Every RPC is safe to
+    // repeat, so the next owner gets it.
     bool go_on = error.code() == absl::StatusCode::kUnavailable ||
-                 error.code() == absl::StatusCode::kDeadlineExceeded;
+                 error.code() == absl::StatusCode::kDeadlineExceeded ||
+                 error.code() == absl::StatusCode::kCancelled;
     if (!go_on && error.code() == absl::StatusCode::kFailedPrecondition) {
       std::vector<int32_t> replanned = events.replan(error);
       if (replanned.size() > next) {

@@ -95,7 +95,34 @@ TEST(ClientOptionsTest, InvalidOptionsAreRefusedNamingTheField) {
   o = ClientOptions{};
   o.max_backoff = absl::Milliseconds(1);
   EXPECT_FALSE(ValidateClientOptions(o).ok());
+  o = ClientOptions{};
+  o.max_reconnect_backoff = absl::Milliseconds(50);
+  EXPECT_THAT(std::string(ValidateClientOptions(o).message()),
+              StartsWith("initial_reconnect_backoff"));
   EXPECT_TRUE(ValidateClientOptions(ClientOptions{}).ok());
+}
+
+// A restarted replica must be dialled again within max_reconnect_backoff,
+// not gRPC's default 120 s (issue 16's rolling-restart drill).
+TEST(ClientOptionsTest, ChannelCarriesTheReconnectBackoff) {
+  ClientOptions o;
+  o.initial_reconnect_backoff = absl::Milliseconds(70);
+  o.max_reconnect_backoff = absl::Milliseconds(900);
+  const grpc::ChannelArguments channel_args = ClientChannelArguments(o);
+  const grpc_channel_args args = channel_args.c_channel_args();
+  int initial = -1;
+  int max = -1;
+  for (size_t i = 0; i < args.num_args; ++i) {
+    const std::string key = args.args[i].key;
+    if (key == GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS) {
+      initial = args.args[i].value.integer;
+    }
+    if (key == GRPC_ARG_MAX_RECONNECT_BACKOFF_MS) {
+      max = args.args[i].value.integer;
+    }
+  }
+  EXPECT_EQ(initial, 70);
+  EXPECT_EQ(max, 900);
 }
 
 TEST(ClientOptionsTest, ServiceConfigRetriesOnlyUnavailable) {

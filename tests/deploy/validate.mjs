@@ -374,7 +374,53 @@ function clusterErrors(objects) {
           errors.push(`${name}: Kafka ingest with ${replicas} replicas needs EXPOSURE_FILTER_PARTITIONS`);
         }
       }
+      errors.push(...replicationErrors(objects, sts, c, env, replicas));
     }
+  }
+  return errors;
+}
+
+// High availability (issue 16): R copies of every partition on R distinct
+// pods. R <= N (the server refuses otherwise), R >= 2 only with Kafka (the
+// copies stay equal by consuming the same log); then no two pods on one
+// node (a required anti-affinity on the hostname: a node failure would take
+// both copies of the partitions they share), a PodDisruptionBudget that
+// lets at most R - 1 pods go at once, and a readiness probe.
+function replicationErrors(objects, sts, container, env, replicas) {
+  const name = `StatefulSet ${sts.metadata?.name}`;
+  const errors = [];
+  const raw = env.EXPOSURE_FILTER_REPLICATION_FACTOR ?? "1";
+  const r = Number(raw);
+  if (!(Number.isInteger(r) && r >= 1 && r <= replicas)) {
+    errors.push(`${name}: EXPOSURE_FILTER_REPLICATION_FACTOR=${raw}: must be 1..${replicas} (EXPOSURE_FILTER_REPLICAS): each partition's copies are on distinct pods`);
+    return errors;
+  }
+  if (r < 2) return errors;
+  if (!env.EXPOSURE_FILTER_KAFKA_BROKERS) {
+    errors.push(`${name}: EXPOSURE_FILTER_REPLICATION_FACTOR=${r} needs EXPOSURE_FILTER_KAFKA_BROKERS (the copies stay equal only by consuming the same log)`);
+  }
+  const podLabels = sts.spec?.template?.metadata?.labels ?? {};
+  const selects = (matchLabels) => {
+    const entries = Object.entries(matchLabels ?? {});
+    return entries.length > 0 && entries.every(([k, v]) => podLabels[k] === v);
+  };
+  const terms = sts.spec?.template?.spec?.affinity?.podAntiAffinity
+    ?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+  if (!terms.some((t) => t.topologyKey === "kubernetes.io/hostname" && selects(t.labelSelector?.matchLabels))) {
+    errors.push(`${name}: replication factor ${r} without a required pod anti-affinity on kubernetes.io/hostname selecting its pods: two copies of a partition could share a node`);
+  }
+  const pdbs = objects.filter((o) => o.kind === "PodDisruptionBudget" && selects(o.spec?.selector?.matchLabels));
+  if (pdbs.length === 0) {
+    errors.push(`${name}: replication factor ${r} without a PodDisruptionBudget selecting its pods`);
+  }
+  for (const pdb of pdbs) {
+    const mu = pdb.spec?.maxUnavailable;
+    if (!(Number.isInteger(mu) && mu >= 1 && mu <= r - 1)) {
+      errors.push(`PodDisruptionBudget ${pdb.metadata?.name}: maxUnavailable ${mu ?? "(unset)"}: with replication factor ${r} it must be a number 1..${r - 1}, or a drain may take every copy of a partition`);
+    }
+  }
+  if (!container.readinessProbe) {
+    errors.push(`${name}: replication factor ${r} without a readiness probe: a rolling update would not wait for a restarted copy`);
   }
   return errors;
 }
@@ -447,6 +493,25 @@ const MISTAKES = [
   ["address template naming the wrong Service", (objs) => {
     configMapOf(objs).EXPOSURE_FILTER_REPLICA_ADDRESS_TEMPLATE =
       "exposure-filter-{ordinal}.exposure-filter:50051";
+  }],
+  // Issue 16: replication.
+  ["replication factor above the replicas", (objs) => {
+    configMapOf(objs).EXPOSURE_FILTER_REPLICATION_FACTOR = "4";
+  }],
+  ["replication without Kafka", (objs) => {
+    delete configMapOf(objs).EXPOSURE_FILTER_KAFKA_BROKERS;
+  }],
+  ["replication without the pod anti-affinity", (objs) => {
+    delete find(objs, "StatefulSet").spec.template.spec.affinity;
+  }],
+  ["anti-affinity only preferred", (objs) => {
+    const anti = find(objs, "StatefulSet").spec.template.spec.affinity.podAntiAffinity;
+    anti.preferredDuringSchedulingIgnoredDuringExecution = anti.requiredDuringSchedulingIgnoredDuringExecution
+      .map((t) => ({ weight: 100, podAffinityTerm: t }));
+    delete anti.requiredDuringSchedulingIgnoredDuringExecution;
+  }],
+  ["disruption budget letting both copies go", (objs) => {
+    find(objs, "PodDisruptionBudget").spec.maxUnavailable = 2;
   }],
   ["Kafka brokers without a topic", (objs) => {
     delete configMapOf(objs).EXPOSURE_FILTER_KAFKA_TOPIC;

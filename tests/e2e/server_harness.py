@@ -55,8 +55,11 @@ class ServerProcess:
     start() and always stop()/kill() in a finally/tearDown."""
 
     def __init__(self, *flags, env=None, data_dir=None,
-                 channel_credentials=None):
+                 channel_credentials=None, port=None):
         self.flags = list(flags)
+        # A fixed port (a restarted replica must come back where its clients
+        # dial it, as a StatefulSet pod keeps its DNS name); None: a free one.
+        self._fixed_port = port
         self._own_data_dir = None
         if not any(f.startswith("--data_dir") for f in self.flags):
             if data_dir is None:
@@ -80,7 +83,7 @@ class ServerProcess:
 
     def spawn(self):
         """Starts the process (does not wait for readiness)."""
-        self.port = free_port()
+        self.port = self._fixed_port or free_port()
         self.address = "127.0.0.1:%d" % self.port
         argv = [server_binary(), "--listen=" + self.address] + self.flags
         # The admin (metrics) port defaults to 127.0.0.1:9464, which servers

@@ -64,8 +64,14 @@ def retry_service_config(max_attempts=3, initial_backoff_s=0.05,
 
 def connect(target, credentials=None, **retry):
     """A channel to `target` with the retry policy (see retry_service_config)."""
+    # Reconnect after a failed connection within 100 ms, then at most every
+    # second (gRPC's defaults: 1 s growing to 120 s): a restarted replica is
+    # reachable again soon enough for failover (issue 16; the C++
+    # ClientOptions::max_reconnect_backoff says why).
     options = [("grpc.service_config", retry_service_config(**retry)),
-               ("grpc.enable_retries", 1)]
+               ("grpc.enable_retries", 1),
+               ("grpc.initial_reconnect_backoff_ms", 100),
+               ("grpc.max_reconnect_backoff_ms", 1000)]
     if credentials is None:
         return grpc.insecure_channel(target, options=options)
     return grpc.secure_channel(target, credentials, options=options)
@@ -338,8 +344,12 @@ class RoutingClient:
             in_time = time.monotonic() < deadline
             # DEADLINE_EXCEEDED is a per-try timeout while the call has time
             # left, else the call's own: then no owner is started any more.
+            # CANCELLED comes from a server shutting down as the call
+            # arrived (a cancelled losing hedge raises
+            # FutureCancelledError, not an RpcError): safe to repeat.
             go_on = code in (grpc.StatusCode.UNAVAILABLE,
-                             grpc.StatusCode.DEADLINE_EXCEEDED)
+                             grpc.StatusCode.DEADLINE_EXCEEDED,
+                             grpc.StatusCode.CANCELLED)
             if not go_on and code == grpc.StatusCode.FAILED_PRECONDITION:
                 replanned = self._replan(user_id, error)
                 # Owner i is (p + i) % N whatever R: a new list extends or

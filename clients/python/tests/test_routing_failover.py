@@ -62,6 +62,8 @@ class _Replica:
                     context.abort(grpc.StatusCode.CANCELLED, "held")
         if self.mode == "unavailable":
             context.abort(grpc.StatusCode.UNAVAILABLE, "scripted")
+        if self.mode == "cancelled":
+            context.abort(grpc.StatusCode.CANCELLED, "scripted")
         if self.mode == "invalid":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "scripted")
         if self.mode == "hint":
@@ -130,6 +132,15 @@ class RoutingFailoverTest(unittest.TestCase):
         self.assertEqual(router.stats(), {
             "failovers": 1, "hedges": 0, "placement_updates": 0,
             "replica_errors": [1, 0, 0]})
+
+    def test_cancelled_by_the_owner_fails_over(self):
+        # What a server shutting down answers a call that just arrived.
+        self.replicas[0].mode = "cancelled"
+        router = self.router()
+        self.assertEqual(list(router.filter_recalled(self.recall()).kept_ids),
+                         [7])
+        self.assertEqual(self.calls(), [1, 1, 0])
+        self.assertEqual(router.stats()["failovers"], 1)
 
     def test_hanging_owner_is_left_after_the_per_try_timeout(self):
         self.replicas[0].mode = "hang"
