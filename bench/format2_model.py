@@ -6,7 +6,7 @@ user.
 
 Not a benchmark of code: a second, independent statement of the policy, so
 that a rule can be tried here in seconds and its prediction compared with
-bench/memory_bench (docs/performance.md, "Model against measurement").
+bench/memory_bench (docs/format2-design.md, "Sizing policy").
 
   /usr/bin/python3 bench/format2_model.py            # the table in the doc
   /usr/bin/python3 bench/format2_model.py --zipf     # + the Zipf population

@@ -32,7 +32,11 @@
 //    with N_ref = max(N_live, L * n_s), L = retention / span: the slice gets
 //    its share in proportion to its count n_s / N_ref, assuming the user's
 //    rate continues for the window (the Lagrange optimum gives every item
-//    of the user the same universe N / delta: eq. 3 of the design).
+//    of the user the same universe N / delta: eq. 3 of the design), and
+//    at most kQuietShareOfLeft of what the other runs leave; a seal that
+//    cap holds within kDeferBelowGainBits per item of 2^b_low waits
+//    (DefersSeal). The idle seal (the store's sweeper) takes up to
+//    kIdleShareOfLeft.
 //  * Late items for a sealed slice join its run while U_s >= N_ref / budget
 //    still holds for the grown slice (its share stays proportional);
 //    otherwise they open a prefix run of that slice.
