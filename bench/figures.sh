@@ -65,9 +65,11 @@ for w in "${what[@]}"; do
         if [[ ${SKIP_BUILD:-0} != 1 ]]; then
           scripts/setup.sh "$BUILD" -DCMAKE_BUILD_TYPE=Release -DEF_BUILD_TESTS=OFF
         fi
-        "$BUILD/bench/memory_bench" --benchmark_format=json >"$DATA/memory.json"
+        # tcache off: chunks in glibc's per-thread cache would count as heap.
+        GLIBC_TUNABLES=glibc.malloc.tcache_count=0 \
+          "$BUILD/bench/memory_bench" --benchmark_format=json >"$DATA/memory.json"
         provenance "$DATA/memory.json.provenance.json" \
-          "$BUILD/bench/memory_bench --benchmark_format=json" "$start" "$load0"
+          "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 $BUILD/bench/memory_bench --benchmark_format=json" "$start" "$load0"
       fi
       plot_args+=(--memory "$DATA/memory.json") ;;
     compare)

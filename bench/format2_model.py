@@ -1,32 +1,44 @@
 #!/usr/bin/python3
-"""Byte model of the filter-format-2 candidate (issue 15): per-slice runs of
-sorted fingerprints, Golomb-Rice coded, one FP budget per user.
+"""Byte model of filter format 2 (issue 15): the sizing policy of
+src/filter/run_sizing.{h,cc} and UserFilter::Record / SealQuiet / SealIdle,
+replayed over the issue's arrival patterns, priced like the store accounts a
+user.
 
-Not a benchmark of code: it replays the issue's arrival patterns through the
-sizing POLICY and prices every run with the cost that bench/
-fingerprint_run_bench measured for src/filter/fingerprint_run (payload bits
-per item = log2(U/n) + 1.5, inside the measured 1.44..1.56 band), plus
-`--meta` bytes per run and `--over` bytes per user (map slot 9 B, header,
-12-byte user id). FP is the exact union bound sum(n_run / U_run), which is
-what the runs' fingerprints give (docs/format2-design.md).
+Not a benchmark of code: a second, independent statement of the policy, so
+that a rule can be tried here in seconds and its prediction compared with
+bench/memory_bench (docs/format2-design.md, "Sizing policy").
 
   /usr/bin/python3 bench/format2_model.py            # the table in the doc
+  /usr/bin/python3 bench/format2_model.py --zipf     # + the Zipf population
 
-Policy (docs/format2-design.md, "Sizing"):
-  * a write of m items into slice s goes into s's open prefix run (the top b
-    bits of the item hash) while that run stays within the FP share `cap` it
-    was given; otherwise a new prefix run opens with cap = half of what is
-    left of delta and b = max(bmin, ceil(log2(2^h * N_after / cap))), so
-    however often a user outgrows its runs the union bound stays < delta
-    (each new level costs about one more bit instead of exhausting delta);
-  * a slice that is not the newest and has had no write for QUIET of the
-    user's writes (or that the sweeper finds idle, --sweep) is sealed: its
-    prefix runs are re-encoded as ONE run over universe
-    U_s = min(2^b_low, max(N_ref / delta, 2^seal_floor)), with
-    N_ref = max(N_live, L * n_s) (the user's rate continuing for the window);
-  * late items for a sealed slice join its sealed run only while the slice
-    stays within its proportional share delta * n_s / N_ref.
-check() asserts the invariant after every write: sum(n/U) <= delta.
+Policy (run_sizing.h has the derivations):
+  * F = sum over runs of weight / 2^b (n / U for a prefix run; a run re-mapped
+    to U < 2^b claims its exact expected weight n * sum c^2 / 2^b, size-biased)
+    stays within the admission budget delta * (1 - 1/1024) after every write.
+  * A write joins its slice's newest open (prefix) run while the run's
+    capacity and the budget hold; else the slice's sealed run if the slice
+    keeps its proportional share (JoinsSealed); else a slice holding 64 runs
+    joins its most precise open run past its capacity; else a new prefix run
+    opens: share cap = half of what is left, b = max(b_min, ceil(log2(2 *
+    n_expected / cap))), n_expected = max(n_s, N / L); b_min = 17 for the
+    user's first run (which takes at most budget / 32), 19 for later ones.
+  * Quiet counts: a write into the newest slice ages the others by one, a
+    write behind it restarts every count. A slice (not the newest) quiet for
+    8 writes is sealed: its open runs become one run at
+    U = max(N_ref / budget, 2^17, n_s / (share * left)), N_ref = max(N, L n_s),
+    rounded up to a multiple of 256, at most 2^b_low; share = 1/2 while the
+    user writes. A seal that the share cap (not the proportional share) set
+    within 0.5 bit/item of 2^b_low waits (stays open).
+  * Idle seal (--sweep, what the store's sweeper does after an idle hour):
+    every slice with open runs, the newest included, sealed the same way at
+    share = 0.9, where the codes shrink by more than 24 bits.
+Prices (user_filter.cc): a run's Rice payload is the code-length model at
+the canonical k (n (k + 1) + n / (e^(2^k / mu) - 1), mu = (U - n) / n),
+packed back to back; tables = head + per slice 2 B + its exact event-time
+fields (+ the first slice's index) + per run count, packed, capacity (open),
+U (sealed), difference byte(s); + 16 B header + 14 B key + 9 B map slot.
+Not modelled: tail runs (open runs past 4,096 items), fingerprint
+collisions (n is the item count), Rice k other than the canonical one.
 """
 import argparse
 import math
@@ -35,182 +47,302 @@ import random
 DAY = 86400000
 SPAN = 5 * DAY
 RETENTION = 30 * DAY
+L = RETENTION // SPAN  # 6: slices per window (max_live_slices - 1)
 NOW = 1795392000000 + 3 * 3600 * 1000  # inside a 5-day slice, like the C++ benches
 
+FIRST_RUN_ITEMS = 640
+FIRST_RUN_SHARE = 1 / 32
+GROWTH_EXTRA_BITS = 2
+SEAL_FLOOR_LOG2 = 17
+QUANTUM = 256
+QUIET_WRITES = 8
+MAX_PRECISION = 32
+MAX_RUNS_PER_SLICE = 64
+IDLE_MIN_GAIN_BITS = 24
+QUIET_SHARE_OF_LEFT = 0.5
+IDLE_SHARE_OF_LEFT = 0.9
+DEFER_BELOW_GAIN_BITS = 0.5
+KEY_BYTES = 14  # surface id 2 B + a 12-byte user id
+HEADER_BYTES = 16
+SLOT_BYTES = 9
 
-def run_bytes(n, universe):
-    """Golomb-Rice payload of n distinct fingerprints in [0, universe)."""
-    return n * (max(0.0, math.log2(universe / n)) + 1.5) / 8 if n else 0
+
+def rice_bits(n, u):
+    """Expected Rice payload bits of n fingerprints in [0, u), canonical k."""
+    if n == 0:
+        return 0
+    mu = (u - n) / n
+
+    def model(k):
+        bits = n * (k + 1)
+        if mu > 0:
+            bits += n / math.expm1(2**k / mu)
+        return bits
+
+    target = mu * math.log(2)
+    k0 = min(31, max(0, math.floor(math.log2(target)) if target >= 1 else 0))
+    return min(model(k) for k in range(max(0, k0 - 1), min(31, k0 + 1) + 1))
 
 
-QUIET = 8
+def expected_weight(n, b, u):
+    full = 2**b
+    if u >= full:
+        return n
+    lo = full // u
+    hi = full - lo * u
+    return n * ((u - hi) * lo * lo + hi * (lo + 1) ** 2) / full
 
 
-class BudgetExhausted(Exception):
-    pass
+def varint_len(v):
+    n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+def fixed_len(v):
+    n = 0
+    while v:
+        v >>= 8
+        n += 1
+    return 8 if n >= 7 else n
+
+
+class Run:
+    def __init__(self, b, u, n, open_, capacity):
+        self.b, self.u, self.n, self.open, self.capacity = b, u, n, open_, capacity
+
+    def fp(self):
+        return (self.n if self.open else expected_weight(self.n, self.b, self.u)) / 2**self.b
+
+
+class Slice:
+    def __init__(self, index, t):
+        self.index, self.min_t, self.max_t = index, t, t
+        self.quiet = 0
+        self.runs = []
 
 
 class UserModel:
-    def __init__(self, delta, h, bmin, slices_per_window, seal_floor, meta, over):
-        self.runs = []  # dict(slice, kind, b, U, n)
-        self.writes = 0
-        self.last_write = {}  # slice -> write number of its last write
-        self.delta, self.h, self.bmin = delta, h, bmin
-        self.L, self.seal_floor, self.meta, self.over = (
-            slices_per_window, seal_floor, meta, over)
+    def __init__(self, delta):
+        self.budget = delta * (1 - 1 / 1024)
+        self.delta = delta
+        self.slices = []  # ascending index
+
+    def fp(self):
+        return sum(r.fp() for s in self.slices for r in s.runs)
 
     def items(self):
-        return sum(r["n"] for r in self.runs)
+        return sum(r.n for s in self.slices for r in s.runs)
 
-    def fp_bound(self):
-        return sum(r["n"] / r["U"] for r in self.runs)
+    # run_sizing.cc
+    def new_open_run(self, fp_now, slice_after, items_after, first):
+        cap = (self.budget - fp_now) / 2
+        expected = max(slice_after, items_after / L)
+        b_first = max(1, math.ceil(math.log2(2 * FIRST_RUN_ITEMS / self.budget)))
+        b = b_first if first else b_first + GROWTH_EXTRA_BITS
+        if cap > 0:
+            need = math.log2(2 * expected / cap)
+            if need > b:
+                b = math.ceil(need)
+        else:
+            b = MAX_PRECISION
+        b = min(b, MAX_PRECISION)
+        share = cap
+        if first and b == b_first:
+            share = min(share, self.budget * FIRST_RUN_SHARE)
+        return b, max(0, math.floor(share * 2**b)) if cap > 0 else 0
 
-    def record(self, event_times, now):
-        self.runs = [r for r in self.runs if (r["slice"] + 1) * SPAN > now - RETENTION]
-        per_slice = {}
-        for t in event_times:
-            if t >= now - RETENTION:
-                per_slice[t // SPAN] = per_slice.get(t // SPAN, 0) + 1
-        self.writes += 1
-        for s, m in sorted(per_slice.items()):
-            self.last_write[s] = self.writes
-            n_after = self.items() + m
-            open_runs = [r for r in self.runs if r["slice"] == s and r["kind"] == "prefix"]
-            if open_runs:
-                r = open_runs[-1]
-                # A run takes items only up to the FP share it was given.
-                if ((r["n"] + m) / r["U"] <= r["cap"]
-                        and self.fp_bound() + m / r["U"] <= self.delta):
-                    r["n"] += m
-                    continue
-            # A new run may take at most half of what is left of delta, so
-            # however often a user outgrows its runs the sum stays < delta
-            # (each level costs one more bit instead of exhausting it).
-            cap = (self.delta - self.fp_bound()) / 2
-            if cap <= 0:
-                raise BudgetExhausted()
-            capacity = 2**self.h * n_after
-            b = max(self.bmin, math.ceil(math.log2(capacity / cap)))
-            if b > 40:
-                raise BudgetExhausted()
-            self.runs.append(dict(slice=s, kind="prefix", b=b, U=2**b, n=m, cap=cap))
-        self._seal()
-        self.check()
+    def proportional(self, n_s, live):
+        n_ref = max(live, L * n_s)
+        u = max(n_ref / self.budget, 2**SEAL_FLOOR_LOG2)
+        return math.ceil(u / QUANTUM) * QUANTUM
 
-    def check(self):
-        """The invariant (2): the union bound never exceeds delta."""
-        if self.fp_bound() > self.delta * (1 + 1e-9):
-            raise AssertionError(f"union bound {self.fp_bound()} > delta")
+    def sealed_universe(self, fp_others, n_s, live, b_low, share):
+        left = self.budget - fp_others
+        if left <= 0:
+            return 0
+        u = max(self.proportional(n_s, live), n_s / (left * share))
+        u = min(math.ceil(u / QUANTUM) * QUANTUM, 2**b_low)
+        if fp_others + n_s / u > self.budget:
+            return 0
+        return u
 
-    def seal_idle(self):
-        """What the sweeper does for a user that stopped writing."""
-        self.writes += QUIET
-        self._seal()
-        self.check()
+    def joins_sealed(self, fp_now, u, run_n, incoming, live_after):
+        n_s = run_n + incoming
+        return (u >= max(live_after, L * n_s) / self.budget
+                and fp_now + incoming / u <= self.budget)
 
-    def _seal(self):
-        newest = max(r["slice"] for r in self.runs)
-        for s in sorted({r["slice"] for r in self.runs}):
-            # A slice still written to is not sealed: only one that has had
-            # no write for QUIET of the user's writes (a backfill writes to
-            # every slice in turn; an in-order stream leaves the old one).
-            if s == newest or self.writes - self.last_write.get(s, 0) < QUIET:
+    # user_filter.cc
+    def record(self, m, t):
+        index = t // SPAN
+        self.slices = [s for s in self.slices if (s.index + 1) * SPAN > NOW - RETENTION]
+        pos = next((i for i, s in enumerate(self.slices) if s.index >= index), len(self.slices))
+        if pos == len(self.slices) or self.slices[pos].index != index:
+            self.slices.insert(pos, Slice(index, t))
+        behind = pos + 1 < len(self.slices)
+        for s in self.slices:
+            s.quiet = 0 if behind else s.quiet + 1
+        sl = self.slices[pos]
+        sl.quiet = 0
+        sl.min_t, sl.max_t = min(sl.min_t, t), max(sl.max_t, t)
+        fp, items = self.fp(), self.items()
+        opens = [r for r in sl.runs if r.open]
+        sealed = next((r for r in sl.runs if not r.open), None)
+        o = opens[-1] if opens else None
+        if o and o.n + m <= o.capacity and fp + m / 2**o.b <= self.budget:
+            o.n += m
+        elif sealed and self.joins_sealed(fp, sealed.u, sealed.n, m, items + m) and (
+                fp - sealed.fp() + expected_weight(sealed.n + m, sealed.b, sealed.u) / 2**sealed.b
+                <= self.budget):
+            sealed.n += m
+        elif len(sl.runs) >= MAX_RUNS_PER_SLICE and opens:
+            best = max(opens, key=lambda r: r.b)
+            best.n += m
+            best.capacity = max(best.capacity, best.n)
+        else:
+            slice_items = sum(r.n for r in sl.runs)
+            b, capacity = self.new_open_run(fp, slice_items + m, items + m, items == 0)
+            sl.runs.append(Run(b, 2**b, m, True, max(capacity, m)))
+        self.seal(idle=False)
+        assert self.fp() <= self.delta * (1 + 1e-9), "F above delta"
+
+    def seal(self, idle):
+        if not idle and len(self.slices) < 2:
+            return
+        live = self.items()
+        last = len(self.slices) if idle else len(self.slices) - 1
+        for s in self.slices[:last]:
+            if not idle and s.quiet < QUIET_WRITES:
                 continue
-            prefix = [r for r in self.runs if r["slice"] == s and r["kind"] == "prefix"]
+            prefix = [r for r in s.runs if r.open]
             if not prefix:
                 continue
-            sealed = [r for r in self.runs if r["slice"] == s and r["kind"] == "sealed"]
-            n_pre = sum(r["n"] for r in prefix)
-            b_low = min(r["b"] for r in prefix)
-            others = (self.fp_bound() - sum(r["n"] / r["U"] for r in prefix)
-                      - sum(r["n"] / r["U"] for r in sealed))
+            sealed = next((r for r in s.runs if not r.open), None)
+            n_pre = sum(r.n for r in prefix)
+            b_low = min(r.b for r in prefix)
+            fp_slice = sum(r.fp() for r in s.runs)
+            fp_others = self.fp() - fp_slice
+            fp_kept = sum(r.fp() for r in s.runs if not r.open)
             if sealed:
-                S = sealed[0]
-                # Late items join the sealed run only while the slice stays
-                # within its proportional share delta * n_s / N_ref.
-                n_ref = max(self.items(), self.L * (S["n"] + n_pre))
-                if (S["U"] <= 2**b_low and S["U"] >= n_ref / self.delta
-                        and others + (S["n"] + n_pre) / S["U"] <= self.delta):
-                    S["n"] += n_pre
-                    for r in prefix:
-                        self.runs.remove(r)
+                if sealed.b <= b_low and self.joins_sealed(
+                        fp_others + fp_kept, sealed.u, sealed.n, n_pre, live):
+                    merged = Run(sealed.b, sealed.u, sealed.n + n_pre, False, 0)
+                    if fp_others + fp_kept - sealed.fp() + merged.fp() <= self.budget:
+                        s.runs = [merged] + [r for r in s.runs if not r.open and r is not sealed]
                 continue
-            n_ref = max(self.items(), self.L * n_pre)
-            U = max(n_ref / self.delta, 2**self.seal_floor,
-                    n_pre / max(1e-300, (self.delta - others) / 2))
-            U = min(U, 2**b_low)
-            if others + n_pre / U > self.delta:
+            u = self.sealed_universe(
+                fp_others, n_pre, live, b_low,
+                IDLE_SHARE_OF_LEFT if idle else QUIET_SHARE_OF_LEFT)
+            if u == 0:
                 continue
-            for r in prefix:
-                self.runs.remove(r)
-            self.runs.append(dict(slice=s, kind="sealed", b=b_low, U=U, n=n_pre))
+            if not idle and u > self.proportional(n_pre, live) and \
+                    u > 2**b_low * 2**-DEFER_BELOW_GAIN_BITS:
+                continue  # waits for the idle seal
+            if idle and sum(r.n * (r.b - math.log2(u)) for r in prefix) < IDLE_MIN_GAIN_BITS:
+                continue
+            merged = Run(b_low, u, n_pre, False, n_pre)
+            if fp_others + fp_kept + merged.fp() > self.budget:
+                continue
+            if idle and rice_bits(n_pre, u) + IDLE_MIN_GAIN_BITS > sum(
+                    rice_bits(r.n, r.u) for r in prefix):
+                continue
+            s.runs = [merged] + [r for r in s.runs if not r.open]
 
-    def bytes(self):
-        return self.over + sum(self.meta + math.ceil(run_bytes(r["n"], r["U"]))
-                               for r in self.runs)
+    def seal_idle(self):
+        self.seal(idle=True)
+        assert self.fp() <= self.delta * (1 + 1e-9), "F above delta"
+
+    def nbytes(self):
+        bits = 0
+        tables = 1
+        prev_index, prev_max = -1, 0
+        for s in self.slices:
+            tables += 2
+            if s.index != prev_index + 1:
+                tables += varint_len(2 * (s.index - prev_index))
+            tables += fixed_len(abs(s.min_t - prev_max)) + fixed_len(s.max_t - s.min_t)
+            prev_index, prev_max = s.index, s.max_t
+            for r in s.runs:
+                bits += math.ceil(rice_bits(r.n, r.u))
+                tables += varint_len(r.n) + 1
+                if r.open:
+                    tables += varint_len(max(0, r.capacity - r.n)) + 1
+                else:
+                    tables += varint_len((r.u // QUANTUM) << 1) + 1
+        payload = (bits + 7) // 8
+        body = max(payload + KEY_BYTES + tables, (payload + 7) // 8 * 8 + 8)
+        return HEADER_BYTES + body + SLOT_BYTES
 
 
-def replay(pattern, model, rng):
-    if pattern == "2000 in one call":
-        model.record([NOW] * 2000, NOW)
-    elif pattern == "2000, 20/call, today":
-        for _ in range(100):
-            model.record([NOW] * 20, NOW)
-    elif pattern in ("2000, 20/call, 29 days in order", "2000, 1/call, 29 days"):
-        per = 20 if "20/call" in pattern else 1
+def pattern_calls(name, rng, zipf_items=0):
+    """(items, event time) per call, in the user's order."""
+    if name == "2000 in one call":
+        return [(2000, NOW)]
+    if name == "2000, 20/call, today":
+        return [(20, NOW)] * 100
+    if name in ("2000, 20/call, 29 days", "2000, 1/call, 29 days"):
+        per = 20 if "20/call" in name else 1
         calls = 2000 // per
-        for c in range(calls):
-            model.record([NOW - 29 * DAY + 29 * DAY * c // calls] * per, NOW)
-    elif pattern == "20 items":
-        model.record([NOW] * 20, NOW)
-    elif pattern == "5000, 20/call, random over 20 days":
-        for _ in range(250):
-            model.record([NOW - rng.randrange(20 * DAY) for _ in range(20)], NOW)
-    elif pattern == "50000, 20/call, 29 days in order":
-        for c in range(2500):
-            model.record([NOW - 29 * DAY + 29 * DAY * c // 2500] * 20, NOW)
-    return model
+        return [(per, NOW - 29 * DAY + 29 * DAY * c // calls) for c in range(calls)]
+    if name == "20 items":
+        return [(20, NOW)]
+    if name == "5000, 20/call, random over 20 days":
+        return [(20, NOW - rng.randrange(20 * DAY)) for _ in range(250)]
+    if name == "Zipf":
+        n = zipf_items
+        slices = min(7, n)
+        out = []
+        for s in range(slices):
+            begin, end = n * s // slices, n * (s + 1) // slices
+            for i in range(begin, end, 20):
+                out.append((min(20, end - i), NOW - (slices - 1 - s) * SPAN))
+        return out
+    raise ValueError(name)
 
 
 PATTERNS = {  # pattern -> target bytes/user (issue 15)
     "2000 in one call": 2888,
     "2000, 20/call, today": 2888,
-    "2000, 20/call, 29 days in order": 2888,
+    "2000, 20/call, 29 days": 2888,
     "2000, 1/call, 29 days": 2888,
     "20 items": 100,
     "5000, 20/call, random over 20 days": 7024,
-    "50000, 20/call, 29 days in order": 70240,  # ~10x RedisBloom at 5,000
 }
+
+
+def replay(calls, delta):
+    m = UserModel(delta)
+    for n, t in calls:
+        m.record(n, t)
+    written = m.nbytes()
+    m.seal_idle()
+    return m, written
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--delta", type=float, default=0.01)
-    ap.add_argument("--h", type=int, default=1, help="headroom bits of open runs")
-    ap.add_argument("--bmin", type=int, default=19, help="least precision of an open run")
-    ap.add_argument("--slices", type=int, default=7, help="L in N_ref = max(N, L*n_s)")
-    ap.add_argument("--seal_floor", type=int, default=17)
-    ap.add_argument("--meta", type=int, default=4, help="bytes per run")
-    ap.add_argument("--over", type=int, default=37, help="bytes per user")
-    ap.add_argument("--sweep", action="store_true",
-                    help="seal idle slices after the pattern (the sweeper)")
+    ap.add_argument("--users", type=int, default=20, help="users per pattern")
+    ap.add_argument("--zipf", action="store_true",
+                    help="also the Zipf population (2,000 users, 1..50,000 items)")
     a = ap.parse_args()
-    print(f"| pattern | target B | model B/user | bits/item | FP bound | runs |")
-    print(f"|---|---|---|---|---|---|")
-    for pattern, target in PATTERNS.items():
-        model = UserModel(a.delta, a.h, a.bmin, a.slices, a.seal_floor, a.meta, a.over)
-        try:
-            replay(pattern, model, random.Random(5))
-            if a.sweep:
-                model.seal_idle()
-        except BudgetExhausted:
-            print(f"| {pattern} | {target} | budget exhausted | | | |")
-            continue
-        n = model.items()
-        b = model.bytes()
-        mark = "" if b <= target else " (over)"
-        print(f"| {pattern} | {target} | {b}{mark} | {8 * b / n:.1f} | "
-              f"{100 * model.fp_bound():.2f}% | {len(model.runs)} |")
+    print("| pattern | target B | model written B/user | model idle B/user | F (idle) |")
+    print("|---|---|---|---|---|")
+    rows = list(PATTERNS.items()) + ([("Zipf", None)] if a.zipf else [])
+    for name, target in rows:
+        users = 2000 if name == "Zipf" else a.users
+        zipf = random.Random(21)
+        written = idle = fp = 0.0
+        for u in range(users):
+            n = int(50000 ** zipf.random())
+            m, w = replay(pattern_calls(name, random.Random(1000 + u), n), a.delta)
+            written += w
+            idle += m.nbytes()
+            fp += m.fp()
+        print(f"| {name} | {target or '-'} | {written / users:.0f} | "
+              f"{idle / users:.0f} | {100 * fp / users:.3f}% |")
 
 
 if __name__ == "__main__":

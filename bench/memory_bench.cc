@@ -4,9 +4,12 @@
 // empty slots, and what glibc's heap really grew by (mallinfo2: includes
 // malloc's per-chunk headers and alignment padding, which the accounting
 // leaves out), with the measured false-positive rate of the stored filters.
-//   build/bench/memory_bench
-// Not a timing: every benchmark runs its loop once. Figures:
-// docs/performance.md, "Memory per user".
+//   GLIBC_TUNABLES=glibc.malloc.tcache_count=0 build/bench/memory_bench
+// (without the tunable, chunks parked in glibc's per-thread cache count as
+// in use: 2,000 items at 20 per call measured 3,217 heap B/user with the
+// cache, 2,556 without, when 300 users' filters are rebuilt in turns). Not a
+// timing: every benchmark runs its loop once. Figures: docs/performance.md,
+// "Memory per user".
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -36,6 +39,13 @@ std::vector<uint64_t> RandomHashes(size_t n, uint64_t seed) {
   std::vector<uint64_t> h(n);
   for (uint64_t& x : h) x = HashItemId(rng());
   return h;
+}
+// The same hashes into `h`, reusing its capacity (no heap traffic inside a
+// heap measurement).
+void RandomHashesInto(size_t n, uint64_t seed, std::vector<uint64_t>* h) {
+  std::mt19937_64 rng(seed);
+  h->resize(n);
+  for (uint64_t& x : *h) x = HashItemId(rng());
 }
 
 // 12-byte user ids, a typical size ("u" + 11 digits).
@@ -147,140 +157,171 @@ BENCHMARK(BM_StoreBytesPerUser)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
-// Issue 15's six arrival patterns, 300 users each, through the store:
-// range(0) = 0: 2,000 items in one call; 1: 2,000 at 20 per call, all now;
+// Issue 15's arrival patterns through the store, one row each: range(0) =
+// 0: 2,000 items in one call (300 users); 1: 2,000 at 20 per call, all now;
 // 2: 2,000 at 20 per call over 29 days in order; 3: 2,000 at 1 per call over
 // 29 days; 4: 20 items; 5: 5,000 at 20 per call, each call at a random time
-// of the last 20 days (a backfill). Reports accounted and heap bytes per
-// user, the mean union bound F (GetUserStats.estimated_fp_rate), the FP
-// measured with 20,000 never-recorded candidates per user (pooled), and
-// false negatives among the recorded items (must be 0).
+// of the last 20 days (a backfill); 6: a Zipf population (exponent 1) of
+// 2,000 users holding 1 to 50,000 items, 20 per call, spread evenly over
+// min(7, items) slices of the window, oldest first (AddUser's order).
+//
+// The users write in turns, call c of every user before call c + 1 of any
+// (each user's own calls in its order), so the population passes through
+// the same moments of its growth together: day10_B_per_user and
+// day20_B_per_user are the accounted bytes before the first call past day
+// 10 / 20 of the 29 (patterns 2 and 3; a reader of GetUserStats sees these
+// while the users still write), written_B_per_user right after the last
+// call. Then the users go idle: the clock advances 2 h and one sweep
+// (ShardedFilterStore::DropExpired) seals idle slices
+// (UserFilter::SealIdle); accounted and heap bytes, the mean union bound F
+// (GetUserStats.estimated_fp_rate), the FP measured with 20,000
+// never-recorded candidates per user (pooled; every 10th user for Zipf)
+// and the false negatives among every recorded item (must be 0) are
+// measured after it.
+struct Call {
+  uint64_t seed;
+  size_t items;
+  int64_t event_ms;
+};
+
+std::vector<Call> PatternCalls(int pattern, int u, size_t* zipf_items) {
+  std::vector<Call> calls;
+  std::mt19937_64 rng(1000 + u);
+  auto record = [&](size_t n, int64_t t) { calls.push_back({rng(), n, t}); };
+  auto spread = [&](size_t total, size_t per_call) {
+    const size_t n = total / per_call;
+    for (size_t c = 0; c < n; ++c) {
+      record(per_call,
+             kNow - 29 * kDay + static_cast<int64_t>(29 * kDay * c / n));
+    }
+  };
+  switch (pattern) {
+    case 0:
+      record(2000, kNow);
+      break;
+    case 1:
+      for (int c = 0; c < 100; ++c) record(20, kNow);
+      break;
+    case 2:
+      spread(2000, 20);
+      break;
+    case 3:
+      spread(2000, 1);
+      break;
+    case 4:
+      record(20, kNow);
+      break;
+    case 5:
+      for (int c = 0; c < 250; ++c) {
+        const int64_t t = kNow - static_cast<int64_t>(
+                                     rng() % static_cast<uint64_t>(20 * kDay));
+        record(20, t);
+      }
+      break;
+    case 6: {
+      const size_t n = *zipf_items;
+      const int slices = static_cast<int>(std::min<size_t>(7, n));
+      // Slice s (oldest first) holds items [n s / slices, n (s+1) / slices).
+      for (int s = 0; s < slices; ++s) {
+        const size_t begin = n * s / slices, end = n * (s + 1) / slices;
+        for (size_t i = begin; i < end; i += 20) {
+          record(std::min<size_t>(20, end - i),
+                 kNow - (slices - 1 - s) * 5 * kDay);
+        }
+      }
+      break;
+    }
+  }
+  return calls;
+}
+
 void BM_Issue15Patterns(benchmark::State& state) {
   const int pattern = static_cast<int>(state.range(0));
-  constexpr int kUsers = 300;
   static const char* kNames[] = {"2000 in one call",
                                  "2000 20/call today",
                                  "2000 20/call 29 days",
                                  "2000 1/call 29 days",
                                  "20 items",
-                                 "5000 20/call random 20 days"};
+                                 "5000 20/call random 20 days",
+                                 "Zipf 1..50000 20/call"};
+  const int users = pattern == 6 ? 2000 : 300;
   for (auto _ : state) {
-    // (seed, items) of every call, to regenerate the recorded items for the
-    // false-negative check: allocated before the heap is measured.
-    std::vector<std::vector<std::pair<uint64_t, size_t>>> calls(kUsers);
-    for (auto& c : calls) c.reserve(2000);
+    // Every call's (seed, items, time), to replay and to regenerate the
+    // recorded items for the false-negative check: allocated before the
+    // heap is measured.
+    std::vector<std::vector<Call>> calls(users);
+    std::mt19937_64 zipf_rng(21);
+    std::uniform_real_distribution<double> u01(0, 1);
+    size_t most_calls = 0;
+    for (int u = 0; u < users; ++u) {
+      // Inverse CDF of the continuous 1/x law on [1, 50,000].
+      size_t n = static_cast<size_t>(std::pow(50000.0, u01(zipf_rng)));
+      calls[u] = PatternCalls(pattern, u, &n);
+      most_calls = std::max(most_calls, calls[u].size());
+    }
+    std::vector<uint64_t> h;
+    h.reserve(50000);
     const size_t heap_before = mallinfo2().uordblks;
     Population p;
     double items = 0;
-    for (int u = 0; u < kUsers; ++u) {
-      std::mt19937_64 rng(1000 + u);
-      auto record = [&](size_t n, int64_t t) {
-        const uint64_t seed = rng();
-        std::vector<uint64_t> h = RandomHashes(n, seed);
+    const bool timed = pattern == 2 || pattern == 3;
+    double at_day[2] = {0, 0};
+    int next_mark = 0;
+    for (size_t c = 0; c < most_calls; ++c) {
+      if (timed && next_mark < 2 &&
+          calls[0][c].event_ms >=
+              kNow - 29 * kDay + (next_mark + 1) * 10 * kDay) {
+        at_day[next_mark++] =
+            static_cast<double>(
+                p.store->Usage(p.registry->All().size()).bytes) /
+            users;
+      }
+      for (int u = 0; u < users; ++u) {
+        if (c >= calls[u].size()) continue;
+        const Call& call = calls[u][c];
+        RandomHashesInto(call.items, call.seed, &h);
         const std::string id = UserId(u);
-        const UserExposures ue{id, h, t};
+        const UserExposures ue{id, h, call.event_ms};
         p.store->Record(*p.surface, {&ue, 1});
-        calls[u].emplace_back(seed, n);
-        items += n;
-      };
-      auto spread = [&](size_t total, size_t per_call) {
-        const size_t calls = total / per_call;
-        for (size_t c = 0; c < calls; ++c) {
-          record(per_call, kNow - 29 * kDay +
-                               static_cast<int64_t>(29 * kDay * c / calls));
-        }
-      };
-      switch (pattern) {
-        case 0:
-          record(2000, kNow);
-          break;
-        case 1:
-          for (int c = 0; c < 100; ++c) record(20, kNow);
-          break;
-        case 2:
-          spread(2000, 20);
-          break;
-        case 3:
-          spread(2000, 1);
-          break;
-        case 4:
-          record(20, kNow);
-          break;
-        case 5:
-          for (int c = 0; c < 250; ++c) {
-            record(20, kNow - static_cast<int64_t>(
-                                  rng() % static_cast<uint64_t>(20 * kDay)));
-          }
-          break;
+        items += static_cast<double>(call.items);
       }
     }
-    // written_B_per_user: right after the writes. Then the users go idle:
-    // one sweep past RunSizing::kIdleSealMs seals their open slices
-    // (UserFilter::SealIdle); the other counters, FP and false negatives
-    // are measured after it.
     const StoreUsage written = p.store->Usage(p.registry->All().size());
     p.clock.Advance(absl::Hours(2));
     p.store->DropExpired();
-    Report(state, p, heap_before, kUsers, items);
+    Report(state, p, heap_before, users, items);
     state.counters["written_B_per_user"] =
-        static_cast<double>(written.bytes) / kUsers;
+        static_cast<double>(written.bytes) / users;
+    if (timed) {
+      state.counters["day10_B_per_user"] = at_day[0];
+      state.counters["day20_B_per_user"] = at_day[1];
+    }
     const std::vector<uint64_t> fresh = RandomHashes(20'000, 7);
-    double claimed = 0, bound = 0, false_negatives = 0;
-    for (int u = 0; u < kUsers; ++u) {
-      claimed += p.FpRate(u, fresh) * fresh.size();
+    double claimed = 0, probed = 0, bound = 0, false_negatives = 0;
+    for (int u = 0; u < users; ++u) {
+      if (pattern != 6 || u % 10 == 0) {
+        claimed += p.FpRate(u, fresh) * fresh.size();
+        probed += fresh.size();
+      }
       bound += p.store->GetUserStats(*p.surface, UserId(u))->estimated_fp_rate;
       std::vector<uint64_t> recorded;
-      for (const auto& [seed, n] : calls[u]) {
-        const std::vector<uint64_t> h = RandomHashes(n, seed);
-        recorded.insert(recorded.end(), h.begin(), h.end());
+      for (const Call& call : calls[u]) {
+        const std::vector<uint64_t> r = RandomHashes(call.items, call.seed);
+        recorded.insert(recorded.end(), r.begin(), r.end());
       }
       std::vector<uint8_t> keep(recorded.size(), 1);
       p.store->RemoveExposed(*p.surface, UserId(u), recorded, keep.data());
       false_negatives += std::count(keep.begin(), keep.end(), 1);
     }
-    state.counters["fp_measured"] = claimed / (20'000.0 * kUsers);
-    state.counters["fp_bound_mean"] = bound / kUsers;
+    state.counters["fp_measured"] = claimed / probed;
+    state.counters["fp_bound_mean"] = bound / users;
     state.counters["false_negatives"] = false_negatives;
+    state.counters["avg_items_per_user"] = items / users;
     state.SetLabel(kNames[pattern]);
   }
 }
 BENCHMARK(BM_Issue15Patterns)
-    ->DenseRange(0, 5)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-
-// A population whose per-user volumes follow Zipf (exponent 1) over 1 to
-// 50,000 items, 20 per call, spread over the window.
-void BM_StoreBytesPerUserZipf(benchmark::State& state) {
-  constexpr int kUsers = 2000;
-  constexpr double kMax = 50000;
-  for (auto _ : state) {
-    const size_t heap_before = mallinfo2().uordblks;
-    Population p;
-    std::mt19937_64 rng(21);
-    std::uniform_real_distribution<double> u01(0, 1);
-    double items = 0;
-    int largest = 0;
-    size_t largest_n = 0;
-    for (int u = 0; u < kUsers; ++u) {
-      // Inverse CDF of the continuous 1/x law on [1, kMax].
-      const size_t n = static_cast<size_t>(std::pow(kMax, u01(rng)));
-      p.AddUser(u, RandomHashes(n, 5000 + u),
-                static_cast<int>(std::min<size_t>(7, n)), 20);
-      items += n;
-      if (n > largest_n) largest_n = n, largest = u;
-    }
-    Report(state, p, heap_before, kUsers, items);
-    state.counters["avg_items_per_user"] = items / kUsers;
-    state.counters["fp_largest_user"] =
-        p.FpRate(largest, RandomHashes(200'000, 8));
-    const std::vector<uint64_t> fresh = RandomHashes(20'000, 9);
-    double fp = 0;
-    for (int u = 0; u < kUsers; u += 10) fp += p.FpRate(u, fresh);
-    state.counters["fp_measured_every_10th_user"] = fp / (kUsers / 10);
-  }
-}
-BENCHMARK(BM_StoreBytesPerUserZipf)
+    ->DenseRange(0, 6)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 

@@ -50,19 +50,28 @@ OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
   return shape;
 }
 
+double RunSizing::ProportionalUniverse(double budget, uint64_t slice_items,
+                                       uint64_t live_items, int window_slices) {
+  const double n_ref =
+      std::max(static_cast<double>(live_items),
+               window_slices * static_cast<double>(slice_items));
+  const double u = std::max(n_ref / budget, std::ldexp(1.0, kSealFloorLog2));
+  return std::ceil(u / kSealedUniverseQuantum) * kSealedUniverseQuantum;
+}
+
 uint64_t RunSizing::SealedUniverse(double budget, double fp_others,
                                    uint64_t slice_items, uint64_t live_items,
-                                   int window_slices, int b_low) {
+                                   int window_slices, int b_low,
+                                   double share_of_left) {
   const double n_s = static_cast<double>(slice_items);
-  const double n_ref =
-      std::max(static_cast<double>(live_items), window_slices * n_s);
   const double left = budget - fp_others;
   if (left <= 0) return 0;
   // Proportional share n_s / N_ref of the budget; never below the floor,
-  // and never so small that the slice alone takes more than half of what
-  // is left (then a later run still has room).
+  // and never so small that the slice alone takes more than share_of_left
+  // of what is left (then a later run still has room).
   double u = std::max(
-      {n_ref / budget, std::ldexp(1.0, kSealFloorLog2), n_s / (left / 2)});
+      ProportionalUniverse(budget, slice_items, live_items, window_slices),
+      n_s / (left * share_of_left));
   // Up to a multiple of kSealedUniverseQuantum: the tables store such a U
   // in one byte less (UserFilter), and the rate only falls (n_s / u).
   u = std::ceil(u / kSealedUniverseQuantum) * kSealedUniverseQuantum;
@@ -71,6 +80,12 @@ uint64_t RunSizing::SealedUniverse(double budget, double fp_others,
   if (u < 2) u = 2;
   if (fp_others + n_s / u > budget) return 0;
   return static_cast<uint64_t>(u);
+}
+
+bool RunSizing::DefersSeal(uint64_t u, double proportional, int b_low) {
+  return static_cast<double>(u) > proportional &&
+         static_cast<double>(u) >
+             std::ldexp(1.0, b_low) * std::exp2(-kDeferBelowGainBits);
 }
 
 bool RunSizing::JoinsSealed(double budget, double fp_now, uint64_t u,

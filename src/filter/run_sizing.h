@@ -32,7 +32,11 @@
 //    with N_ref = max(N_live, L * n_s), L = retention / span: the slice gets
 //    its share in proportion to its count n_s / N_ref, assuming the user's
 //    rate continues for the window (the Lagrange optimum gives every item
-//    of the user the same universe N / delta: eq. 3 of the design).
+//    of the user the same universe N / delta: eq. 3 of the design), and
+//    at most kQuietShareOfLeft of what the other runs leave; a seal that
+//    cap holds within kDeferBelowGainBits per item of 2^b_low waits
+//    (DefersSeal). The idle seal (the store's sweeper) takes up to
+//    kIdleShareOfLeft.
 //  * Late items for a sealed slice join its run while U_s >= N_ref / budget
 //    still holds for the grown slice (its share stays proportional);
 //    otherwise they open a prefix run of that slice.
@@ -94,6 +98,27 @@ class RunSizing {
   // entry, U and weight, is 1-2 bytes longer than an open one's capacity).
   static constexpr int64_t kIdleSealMs = 3600 * 1000;
   static constexpr uint64_t kIdleSealMinGainBits = 24;
+  // What a seal may take of the budget the other runs leave. While the user
+  // writes, half: the newest slice is still filling and the older slices
+  // have not freed their shares (the window can hold L + 1 slices), so a
+  // geometric half keeps room for it. Once the user is idle the newest
+  // slice's volume is known (it is sealed in the same pass) and a seal may
+  // take what is left, all but a reserve for the sealed runs' exact weight
+  // (a run re-mapped to U < 2^b claims up to ~4% more than n / U at
+  // 2^b / U ~ 2.5, RunMeta::weight): a later write opens runs with half of
+  // what is then left (the late-item rules), F stays within the budget.
+  static constexpr double kQuietShareOfLeft = 0.5;
+  static constexpr double kIdleShareOfLeft = 0.9;
+  // A quiet seal bound by the share-of-left cap that would take less than
+  // this many bits per item off the slice's prefix runs (u above
+  // 2^b_low / sqrt(2)) waits for the idle seal, or for an older slice to age
+  // out and free its share: the prefix runs cost at most that much more per
+  // item while they stay open. 1/call over 29 days sealed its sixth slice at
+  // U = 506,880 of 2^19 (0.05 bit/item) where its proportional share was
+  // ~207,000; the idle seal now gives it 281,600 (0.9 of what is left). At
+  // 1 bit the 20/call spread user also held its fifth slice open (U = 271k)
+  // while writing: +38 B/user right after the writes (format2_memory_test).
+  static constexpr double kDeferBelowGainBits = 0.5;
   // Fraction of the budget that no admission (join, new run, seal) may use:
   // when the shares are exhausted even at b = 32, the run that must still
   // take a write (no false negatives) spends from it, 2^-32 per item: ~43,000
@@ -121,12 +146,25 @@ class RunSizing {
                                  uint64_t items_after, int window_slices,
                                  bool first_run);
 
+  // The slice's proportional universe: max(N_ref / budget, 2^kSealFloorLog2)
+  // with N_ref = max(N_live, L * n_s), rounded up to kSealedUniverseQuantum.
+  static double ProportionalUniverse(double budget, uint64_t slice_items,
+                                     uint64_t live_items, int window_slices);
   // Universe to seal a slice of `slice_items` items (precision b_low at
   // least, all its runs) into, or 0 if no universe <= 2^b_low keeps F within
-  // the budget. `fp_others`: F of every other run.
+  // the budget. `fp_others`: F of every other run. The slice takes at most
+  // `share_of_left` of what the other runs leave (kQuietShareOfLeft while
+  // the user writes, kIdleShareOfLeft for an idle user).
   static uint64_t SealedUniverse(double budget, double fp_others,
                                  uint64_t slice_items, uint64_t live_items,
-                                 int window_slices, int b_low);
+                                 int window_slices, int b_low,
+                                 double share_of_left);
+  // Whether a quiet slice should stay open rather than be sealed at `u`
+  // now: the share-of-left cap, not its proportional share, set u (older
+  // slices spent more than their share, or the window holds more slices
+  // than L), and sealing would take less than kDeferBelowGainBits of
+  // precision per item off its prefix runs (u > 2^(b_low - that)).
+  static bool DefersSeal(uint64_t u, double proportional, int b_low);
 
   // Whether `incoming` late items may join a sealed run of universe `u`
   // holding `run_items` (F = `fp_now` before): the slice keeps its

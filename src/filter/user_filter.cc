@@ -723,9 +723,15 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       keep.erase(keep.begin());
       fp_kept -= merged.meta.fp();
     } else if (sealed == nullptr) {
-      const uint64_t u = RunSizing::SealedUniverse(budget, fp_others, n_pre,
-                                                   live_items, window, b_low);
-      if (u == 0) {
+      const uint64_t u = RunSizing::SealedUniverse(
+          budget, fp_others, n_pre, live_items, window, b_low,
+          idle ? RunSizing::kIdleShareOfLeft : RunSizing::kQuietShareOfLeft);
+      const bool defer =
+          !idle && RunSizing::DefersSeal(u,
+                                         RunSizing::ProportionalUniverse(
+                                             budget, n_pre, live_items, window),
+                                         b_low);
+      if (u == 0 || defer) {
         for (RunPlan& r : prefix) keep.push_back(std::move(r));
         s.runs = std::move(keep);
         continue;
