@@ -12,13 +12,14 @@
 // a client may still hold one in its cache). Any other version is rejected
 // with a message naming the versions this decoder reads.
 //
-// A format-1 view's Bloom segments point into the caller's bytes, which must
-// outlive the view (format 2 copies its legacy Bloom blocks to aligned
-// words when they are unaligned, as they usually are; keep the bytes alive
-// anyway); fingerprint runs are decoded and validated once by Parse (with
-// the server's own decoder, src/filter/fingerprint_run.h) and shared by
-// copies of the view. Parse checks every length and the checksum before any
-// probe reads a byte.
+// The view points into the caller's bytes, which must outlive it and its
+// copies: format 1's Bloom segments, and format 2's fingerprint runs, which
+// are validated where they lie by Parse and then checked in place by the
+// server's own decoder (src/filter/fingerprint_run.h), never copied, except
+// the one run (if any) whose decoder could read past the bytes' end, and
+// format 2's legacy Bloom blocks when they are unaligned (copied to aligned
+// words). Parse checks every length, every run's codes and the checksum
+// before any probe reads a byte.
 #ifndef EXPOSURE_FILTER_FILTER_VIEW_H_
 #define EXPOSURE_FILTER_FILTER_VIEW_H_
 
@@ -33,7 +34,7 @@
 
 namespace exposure_filter {
 
-class FingerprintRun;
+class FingerprintRunView;
 
 class FilterView {
  public:
@@ -83,8 +84,8 @@ class FilterView {
   bool MayContainKey(absl::string_view key) const;
   // Batch checks, as FilterRecalled's KEEP_MASK: keep[i] = 0 where item i
   // may have been exposed, else 1. `keep` must hold as many bytes as there
-  // are items. Runs are checked the server's way: the candidates sorted once
-  // by their hash's top 32 bits, then one merge pass per run.
+  // are items. Runs are checked the server's way: the candidates grouped
+  // once by their hash's top bits, then one pass over each run's codes.
   void KeepMaskIds(absl::Span<const uint64_t> ids, uint8_t* keep) const;
   void KeepMaskKeys(absl::Span<const std::string> keys, uint8_t* keep) const;
   void KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
@@ -113,8 +114,12 @@ class FilterView {
   std::vector<Slice> slices_;
   std::vector<Segment> segments_;
   std::vector<Run> runs_;
-  // The decoded runs, parallel to runs_ (immutable, shared by copies).
-  std::shared_ptr<const std::vector<FingerprintRun>> run_codes_;
+  // The runs' codes, parallel to runs_: views into the caller's bytes, or
+  // into copied_runs_.
+  std::vector<FingerprintRunView> run_views_;
+  // Payloads Parse had to copy (at most one run's: see ParseV2), as
+  // zero-padded 64-bit words; shared by copies of the view.
+  std::shared_ptr<const std::vector<std::vector<uint64_t>>> copied_runs_;
   // Format 2's legacy Bloom blocks, copied to 8-byte-aligned words when the
   // bytes had them unaligned (segments_ then point here; shared by copies).
   std::shared_ptr<const std::vector<uint64_t>> aligned_blocks_;

@@ -17,6 +17,7 @@
 #include "src/filter/bloom_math.h"
 #include "src/filter/candidate_sort.h"
 #include "src/filter/fingerprint_run.h"
+#include "src/filter/item_hash_batch.h"
 #include "src/filter/probe_kernel.h"
 
 namespace exposure_filter {
@@ -81,6 +82,42 @@ absl::Status CheckSegment(const FilterView::Segment& s, size_t i) {
                                   " out of range 1..16"));
   }
   return absl::OkStatus();
+}
+
+constexpr bool kLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
+// Whether a run's payload, `len` >= 1 bytes at `payload` inside the received
+// bytes [begin, end), can be decoded in place. The decoder reads 64-bit
+// words at 8-byte-aligned addresses (as little-endian words: the format's
+// bit order), from the one holding the payload's first byte through the
+// one after the word holding its last byte (FingerprintRunView's padding
+// contract); all of them must lie inside the bytes. The first always does
+// (a run starts >= 24 header bytes in, the word at most 7 before it); the
+// last fails only for a payload ending within 7 bytes of the trailer, i.e.
+// the body's last run when no Bloom blocks follow it: at most one run.
+bool ReadableInPlace(const unsigned char* begin, const unsigned char* end,
+                     const unsigned char* payload, size_t len) {
+  if (!kLittleEndian) return false;
+  constexpr uintptr_t kWord = sizeof(uint64_t);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(payload) & ~(kWord - 1);
+  const uintptr_t last_word =
+      reinterpret_cast<uintptr_t>(payload + len - 1) & ~(kWord - 1);
+  return first >= reinterpret_cast<uintptr_t>(begin) &&
+         last_word + 2 * kWord <= reinterpret_cast<uintptr_t>(end);
+}
+
+// The payload's bytes as little-endian 64-bit words, zero-padded, one
+// padding word after them (FingerprintRunView's contract).
+std::vector<uint64_t> CopyPayload(const unsigned char* payload, size_t len) {
+  std::vector<uint64_t> words((len + 7) / 8 + 1, 0);
+  if (kLittleEndian) {
+    std::memcpy(words.data(), payload, len);
+  } else {
+    for (size_t i = 0; i < len; ++i) {
+      words[i / 8] |= uint64_t{payload[i]} << (8 * (i % 8));
+    }
+  }
+  return words;
 }
 
 }  // namespace
@@ -252,7 +289,8 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
   view.slice_span_ms_ = span;
   // `offset` only grows by lengths checked against `body_end - offset`.
   size_t offset = format::kHeader2Bytes;
-  std::vector<FingerprintRun> codes;
+  view.slices_.reserve(num_slices);
+  std::vector<std::vector<uint64_t>> copied;
   for (uint32_t s = 0; s < num_slices; ++s) {
     if (body_end - offset < format::kSlice2Bytes) {
       return Malformed(absl::StrCat("slice ", s, " header truncated"));
@@ -316,8 +354,32 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
         return Malformed(
             absl::StrCat("run ", index, " of ", len, " bytes truncated"));
       }
-      absl::StatusOr<FingerprintRun> run =
-          FingerprintRun::Parse(std::string_view(bytes.data() + offset, len));
+      if (len < format::kRunHeaderBytes) {
+        return Malformed(absl::StrCat("run ", index, " of ", len,
+                                      " bytes is shorter than its ",
+                                      format::kRunHeaderBytes, "-byte header"));
+      }
+      // The run is checked and later decoded where it lies in `bytes`: its
+      // payload's bit offset from the aligned word holding its first byte.
+      const unsigned char* header = p + offset;
+      const unsigned char* payload = header + format::kRunHeaderBytes;
+      const size_t payload_bytes = len - format::kRunHeaderBytes;
+      const uint64_t* words = nullptr;
+      uint64_t bit_offset = 0;
+      if (payload_bytes != 0) {
+        if (ReadableInPlace(p, p + size, payload, payload_bytes)) {
+          const uintptr_t at = reinterpret_cast<uintptr_t>(payload);
+          words = reinterpret_cast<const uint64_t*>(
+              at & ~uintptr_t{alignof(uint64_t) - 1});
+          bit_offset = 8 * (at & (alignof(uint64_t) - 1));
+        } else {
+          copied.push_back(CopyPayload(payload, payload_bytes));
+          words = copied.back().data();  // stays put when `copied` grows
+        }
+      }
+      absl::StatusOr<FingerprintRunView> run =
+          FingerprintRunView::FromSerialized(header, words, bit_offset,
+                                             payload_bytes);
       if (!run.ok()) {
         return Malformed(
             absl::StrCat("run ", index, ": ", run.status().message()));
@@ -326,11 +388,10 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
         return Malformed(absl::StrCat("run ", index, " is empty"));
       }
       offset += len;
-      view.runs_.push_back(
-          {slice.start_ms, slice.end_ms, run->precision(), run->universe(),
-           run->rice_k(), run->count(),
-           static_cast<uint32_t>(len - format::kRunHeaderBytes)});
-      codes.push_back(*std::move(run));
+      view.runs_.push_back({slice.start_ms, slice.end_ms, run->precision(),
+                            run->universe(), run->rice_k(), run->count(),
+                            static_cast<uint32_t>(payload_bytes)});
+      view.run_views_.push_back(*run);
     }
     for (int j = 0; j < slice.num_segments; ++j) {
       Segment& seg = view.segments_[slice.first_segment + j];
@@ -347,8 +408,11 @@ absl::StatusOr<FilterView> FilterView::ParseV2(absl::string_view bytes) {
   if (offset != body_end) {
     return Malformed(absl::StrCat(body_end - offset, " trailing bytes"));
   }
-  view.run_codes_ =
-      std::make_shared<const std::vector<FingerprintRun>>(std::move(codes));
+  if (!copied.empty()) {
+    view.copied_runs_ =
+        std::make_shared<const std::vector<std::vector<uint64_t>>>(
+            std::move(copied));
+  }
   // Format 2's variable-length headers leave legacy Bloom blocks at any byte
   // offset; the batch kernel reads 8-byte-aligned words. Copy them once into
   // aligned storage (legacy slices only: they age out within the window).
@@ -376,10 +440,8 @@ bool FilterView::MayContainHash(uint64_t item_hash) const {
   for (const Segment& s : segments_) {
     if (SegmentMayContain(s, item_hash)) return true;
   }
-  if (run_codes_ != nullptr) {
-    for (const FingerprintRun& run : *run_codes_) {
-      if (run.Contains(item_hash)) return true;
-    }
+  for (const FingerprintRunView& run : run_views_) {
+    if (run.Contains(item_hash)) return true;
   }
   return false;
 }
@@ -394,10 +456,13 @@ bool FilterView::MayContainKey(absl::string_view key) const {
 
 void FilterView::KeepMaskIds(absl::Span<const uint64_t> ids,
                              uint8_t* keep) const {
-  // Hash each candidate once, then run the batch kernels over the hashes.
-  std::vector<uint64_t> hashes(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) hashes[i] = HashItemId(ids[i]);
-  KeepMaskHashes(hashes, keep);
+  // Hash each candidate once (inlined XXH3, as the server's FilterRecalled),
+  // then run the batch kernels over the hashes. Scratch reused per thread:
+  // no allocation or zero fill per call once grown.
+  thread_local std::vector<uint64_t> hashes;
+  if (hashes.size() < ids.size()) hashes.resize(ids.size());
+  HashItemIds(ids.data(), ids.size(), hashes.data());
+  KeepMaskHashes(absl::MakeConstSpan(hashes.data(), ids.size()), keep);
 }
 
 void FilterView::KeepMaskKeys(absl::Span<const std::string> keys,
@@ -416,11 +481,14 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
   // 64-bit words, which is the format's little-endian layout only on
   // little-endian hosts, and needs them 8-byte aligned (format 1 from a
   // std::string's buffer is; format 2's are, copied by Parse if need be).
-  bool fast = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+  bool fast = kLittleEndian;
   for (const Segment& s : segments_) {
     fast &= reinterpret_cast<uintptr_t>(s.blocks) % alignof(uint64_t) == 0;
   }
-  if (fast) {
+  if (segments_.empty()) {
+    // Nothing to probe (a format-2 user with runs only): the kernel would
+    // still visit every candidate.
+  } else if (fast) {
     absl::InlinedVector<SegmentRef, 16> segs;
     for (const Segment& s : segments_) {
       segs.push_back(SegmentRef{reinterpret_cast<const uint64_t*>(s.blocks),
@@ -437,7 +505,7 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
       }
     }
   }
-  if (run_codes_ == nullptr || run_codes_->empty()) return;
+  if (run_views_.empty()) return;
   // Runs: as the server's FilterRecalled (UserFilter::RemoveExposed): one
   // counting pass groups the candidates into ~m buckets by their hash's top
   // bits, then each run walks its codes once, each code checking only the
@@ -448,14 +516,16 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
     for (size_t i = 0; i < m; ++i) keep[i] &= !MayContainHash(item_hashes[i]);
     return;
   }
-  std::vector<uint64_t> keys(m);
+  thread_local std::vector<uint64_t> keys;
+  if (keys.size() < m) keys.resize(m);
   for (size_t i = 0; i < m; ++i) {
     keys[i] = FingerprintRun::SortKey(item_hashes[i], static_cast<uint32_t>(i));
   }
   thread_local CandidateSorter sorter;  // its scratch, reused per thread
-  const BucketedCandidates bucketed = sorter.Bucket(keys);
-  for (const FingerprintRun& run : *run_codes_) {
-    run.view().RemoveContained(bucketed, keep);
+  const BucketedCandidates bucketed =
+      sorter.Bucket(absl::MakeConstSpan(keys.data(), m));
+  for (const FingerprintRunView& run : run_views_) {
+    run.RemoveContained(bucketed, keep);
   }
 }
 

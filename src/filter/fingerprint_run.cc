@@ -791,4 +791,106 @@ bool operator==(const FingerprintRun& a, const FingerprintRun& b) {
                       a.payload_words() * sizeof(uint64_t)) == 0);
 }
 
+// FromSerialized accepts what Parse accepts, in O(payload words) instead of
+// a decode of every code (Parse also copies the payload into words of its
+// own). With n codes of parameter k, remainders in bits [0, n k) of the
+// payload and the unary parts after them:
+//  * every code is inside the payload iff the unary stream, from bit n k to
+//    the payload's end, holds at least n one bits (code i's unary part ends
+//    at its i-th one bit; Parse scans exactly those bits, zero beyond); the
+//    codes then use the payload's first e + 1 bits, e the n-th one bit;
+//  * fingerprints strictly increase (f_i = f_{i-1} + 1 + d_i), so all are
+//    < U iff the last one is, and it needs only two sums:
+//      f_{n-1} = sum_i d_i + n - 1 = (sum_i q_i) 2^k + sum_i r_i + n - 1,
+//    sum_i q_i = (e + 1 - n k) - n, the unary stream's zero bits up to e,
+//    and sum_i r_i the remainders' sum (FieldSummer: SWAR adds). Parse's
+//    per-code q_i > floor(U / 2^k) rejects a subset of f_i >= U: such a q_i
+//    has q_i 2^k >= (floor(U / 2^k) + 1) 2^k > U - 1.
+//  No overflow: e + 1 <= 8 payload_bytes < 2^32 and k <= 31 put the first
+//  term below 2^63, the remainders' sum below n 2^31 < 2^63.
+absl::StatusOr<FingerprintRunView> FingerprintRunView::FromSerialized(
+    const unsigned char* header, const uint64_t* words, uint64_t bit_offset,
+    size_t payload_bytes) {
+  const unsigned char* p = header;
+  auto le32 = [p](size_t at) {
+    return uint32_t{p[at]} | uint32_t{p[at + 1]} << 8 |
+           uint32_t{p[at + 2]} << 16 | uint32_t{p[at + 3]} << 24;
+  };
+  const int b = p[0];
+  const int k = p[1];
+  const uint32_t n = le32(2);
+  const uint64_t u = uint64_t{le32(6)} + 1;
+  // The header checks are Parse's, in Parse's order and words.
+  if (absl::Status s = ValidateShape(b, u); !s.ok()) return s;
+  if (k > kMaxRiceK) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Rice parameter %d above %d", k, kMaxRiceK));
+  }
+  if (n > u) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d distinct fingerprints cannot fit universe %d", n, u));
+  }
+  if (payload_bytes >= kMaxPayloadBits / 8) {
+    return absl::InvalidArgumentError("fingerprint run payload too large");
+  }
+  if (n == 0 && payload_bytes != 0) {
+    return absl::InvalidArgumentError("empty fingerprint run with a payload");
+  }
+  const uint64_t avail = uint64_t{payload_bytes} * 8;
+  if (uint64_t{n} * (k + 1) > avail) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run truncated: %d codes of k = %d need more than %d "
+        "payload bytes",
+        n, k, payload_bytes));
+  }
+  if (n == 0) return FingerprintRunView(words, bit_offset, 0, u, b, k, 0);
+  const auto truncated = [&](uint32_t i) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run truncated in code %d of %d (%d payload bytes)", i, n,
+        payload_bytes));
+  };
+  const uint64_t remainder_bits = uint64_t{n} * k;
+  if (remainder_bits >= avail) return truncated(0);
+  // The n-th one bit of the unary stream, counted a word at a time; the
+  // last word is masked at the payload's end (what follows it is not ours).
+  const uint64_t end = bit_offset + avail;
+  const uint64_t last_word = (end - 1) >> 6;
+  uint64_t word = (bit_offset + remainder_bits) >> 6;
+  uint64_t bits =
+      words[word] & (~uint64_t{0} << ((bit_offset + remainder_bits) & 63));
+  uint32_t need = n;  // one bits still to find, >= 1
+  for (;;) {
+    if (word == last_word && (end & 63) != 0) {
+      bits &= (uint64_t{1} << (end & 63)) - 1;
+    }
+    const uint32_t c = static_cast<uint32_t>(absl::popcount(bits));
+    if (c >= need) break;
+    need -= c;
+    if (word == last_word) return truncated(n - need);
+    bits = words[++word];
+  }
+  for (uint32_t i = 1; i < need; ++i) bits &= bits - 1;
+  const uint64_t used = (word << 6) + absl::countr_zero(bits) + 1 - bit_offset;
+  if ((used + 7) / 8 != payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run has %d payload bytes, its %d codes use %d",
+        payload_bytes, n, (used + 7) / 8));
+  }
+  if (used % 8 != 0 && (Peek64(words, bit_offset + used) &
+                        ((uint64_t{1} << (8 - used % 8)) - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        "fingerprint run padding bits are not zero");
+  }
+  const uint64_t sum_q = used - remainder_bits - n;
+  const uint64_t sum_r = k == 0 ? 0 : FieldSummer(k).Sum(words, bit_offset, n);
+  const uint64_t f_last = (sum_q << k) + sum_r + n - 1;
+  if (f_last >= u) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run's last fingerprint %d is outside universe %d", f_last,
+        u));
+  }
+  return FingerprintRunView(words, bit_offset, n, u, b, k,
+                            static_cast<uint32_t>(used));
+}
+
 }  // namespace exposure_filter

@@ -96,6 +96,22 @@ class FingerprintRunView {
         precision_(static_cast<uint8_t>(precision)),
         rice_k_(static_cast<uint8_t>(rice_k)) {}
 
+  // A run in Serialize()'s form, checked where it lies, with no copy and no
+  // allocation (FilterView reads a pulled filter's runs in the received
+  // bytes): `header` is its FingerprintRun::kHeaderBytes-byte header; its
+  // `payload_bytes` payload bytes are bits [bit_offset, bit_offset +
+  // 8 payload_bytes) of `words`. Those words and the one after the last of
+  // them must be readable; bits outside the payload may hold anything.
+  // Accepts exactly the bytes FingerprintRun::Parse accepts (same ranges,
+  // every code inside the payload, every fingerprint < U, no trailing bytes
+  // or bits), but without decoding code by code: it counts the unary
+  // stream's one bits a word at a time and sums the remainders with SWAR
+  // adds, which is all the last fingerprint needs (fingerprint_run.cc has
+  // the math). The view reads `words` for as long as it is used.
+  static absl::StatusOr<FingerprintRunView> FromSerialized(
+      const unsigned char* header, const uint64_t* words, uint64_t bit_offset,
+      size_t payload_bytes);
+
   uint32_t count() const { return count_; }
   uint64_t universe() const { return universe_; }
   int precision() const { return precision_; }
