@@ -130,6 +130,50 @@ absl::Status ValidateShape(int b, uint64_t u) {
   return absl::OkStatus();
 }
 
+// The serialized run's 10-byte header (b, k, n, U - 1: docs/filter-format.md)
+// checked against itself and the payload length: the checks Parse and
+// FromSerialized share, in one order with one wording.
+struct WireHeader {
+  int b;
+  int k;
+  uint32_t n;
+  uint64_t u;
+};
+
+absl::StatusOr<WireHeader> ParseWireHeader(const unsigned char* p,
+                                           size_t payload_bytes) {
+  auto le32 = [p](size_t at) {
+    return uint32_t{p[at]} | uint32_t{p[at + 1]} << 8 |
+           uint32_t{p[at + 2]} << 16 | uint32_t{p[at + 3]} << 24;
+  };
+  const WireHeader h{p[0], p[1], le32(2), uint64_t{le32(6)} + 1};
+  if (absl::Status s = ValidateShape(h.b, h.u); !s.ok()) return s;
+  if (h.k > kMaxRiceK) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Rice parameter %d above %d", h.k, kMaxRiceK));
+  }
+  if (h.n > h.u) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d distinct fingerprints cannot fit universe %d", h.n, h.u));
+  }
+  if (payload_bytes >= kMaxPayloadBits / 8) {
+    return absl::InvalidArgumentError("fingerprint run payload too large");
+  }
+  if (h.n == 0 && payload_bytes != 0) {
+    return absl::InvalidArgumentError("empty fingerprint run with a payload");
+  }
+  // Every code has at least k remainder bits and its unary one bit. Checked
+  // before anything is allocated, so a 10-byte header claiming 2^32 codes
+  // cannot make a reader allocate or scan for them.
+  if (uint64_t{h.n} * (h.k + 1) > uint64_t{payload_bytes} * 8) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run truncated: %d codes of k = %d need more than %d "
+        "payload bytes",
+        h.n, h.k, payload_bytes));
+  }
+  return h;
+}
+
 absl::Status ValidateOptions(const FingerprintRun::Options& options) {
   const uint32_t s = options.skip_stride;
   if (s != 0 && (s < 2 || (s & (s - 1)) != 0)) {
@@ -267,39 +311,13 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
                         bytes.size(), kHeaderBytes));
   }
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  auto le32 = [p](size_t at) {
-    return uint32_t{p[at]} | uint32_t{p[at + 1]} << 8 |
-           uint32_t{p[at + 2]} << 16 | uint32_t{p[at + 3]} << 24;
-  };
-  const int b = p[0];
-  const int k = p[1];
-  const uint32_t n = le32(2);
-  const uint64_t u = uint64_t{le32(6)} + 1;
-  if (absl::Status s = ValidateShape(b, u); !s.ok()) return s;
-  if (k > kMaxRiceK) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Rice parameter %d above %d", k, kMaxRiceK));
-  }
-  if (n > u) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d distinct fingerprints cannot fit universe %d", n, u));
-  }
   const size_t payload_bytes = bytes.size() - kHeaderBytes;
-  if (payload_bytes * 8 >= kMaxPayloadBits) {
-    return absl::InvalidArgumentError("fingerprint run payload too large");
-  }
-  if (n == 0 && payload_bytes != 0) {
-    return absl::InvalidArgumentError("empty fingerprint run with a payload");
-  }
-  // Every code has at least k remainder bits and its unary one bit. Checked
-  // before allocating, so a 10-byte header claiming 2^32 codes cannot make
-  // us allocate a skip index for them.
-  if (uint64_t{n} * (k + 1) > uint64_t{payload_bytes} * 8) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fingerprint run truncated: %d codes of k = %d need more than %d "
-        "payload bytes",
-        n, k, payload_bytes));
-  }
+  absl::StatusOr<WireHeader> header = ParseWireHeader(p, payload_bytes);
+  if (!header.ok()) return header.status();
+  const int b = header->b;
+  const int k = header->k;
+  const uint32_t n = header->n;
+  const uint64_t u = header->u;
   FingerprintRun run;
   run.precision_ = static_cast<uint8_t>(b);
   run.rice_k_ = static_cast<uint8_t>(k);
@@ -811,38 +829,13 @@ bool operator==(const FingerprintRun& a, const FingerprintRun& b) {
 absl::StatusOr<FingerprintRunView> FingerprintRunView::FromSerialized(
     const unsigned char* header, const uint64_t* words, uint64_t bit_offset,
     size_t payload_bytes) {
-  const unsigned char* p = header;
-  auto le32 = [p](size_t at) {
-    return uint32_t{p[at]} | uint32_t{p[at + 1]} << 8 |
-           uint32_t{p[at + 2]} << 16 | uint32_t{p[at + 3]} << 24;
-  };
-  const int b = p[0];
-  const int k = p[1];
-  const uint32_t n = le32(2);
-  const uint64_t u = uint64_t{le32(6)} + 1;
-  // The header checks are Parse's, in Parse's order and words.
-  if (absl::Status s = ValidateShape(b, u); !s.ok()) return s;
-  if (k > kMaxRiceK) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Rice parameter %d above %d", k, kMaxRiceK));
-  }
-  if (n > u) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d distinct fingerprints cannot fit universe %d", n, u));
-  }
-  if (payload_bytes >= kMaxPayloadBits / 8) {
-    return absl::InvalidArgumentError("fingerprint run payload too large");
-  }
-  if (n == 0 && payload_bytes != 0) {
-    return absl::InvalidArgumentError("empty fingerprint run with a payload");
-  }
+  absl::StatusOr<WireHeader> parsed = ParseWireHeader(header, payload_bytes);
+  if (!parsed.ok()) return parsed.status();
+  const int b = parsed->b;
+  const int k = parsed->k;
+  const uint32_t n = parsed->n;
+  const uint64_t u = parsed->u;
   const uint64_t avail = uint64_t{payload_bytes} * 8;
-  if (uint64_t{n} * (k + 1) > avail) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fingerprint run truncated: %d codes of k = %d need more than %d "
-        "payload bytes",
-        n, k, payload_bytes));
-  }
   if (n == 0) return FingerprintRunView(words, bit_offset, 0, u, b, k, 0);
   const auto truncated = [&](uint32_t i) {
     return absl::InvalidArgumentError(absl::StrFormat(
