@@ -42,21 +42,9 @@ EF_BUILD_TARGETS="exposure-filter-server transport-ceiling-server exposure-filte
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT/loadavg.txt"
 
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
-wait_port() {
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "compare_releases: nothing listening on 127.0.0.1:$1" >&2
-  exit 1
-}
+BENCH_NAME=compare_releases
+# shellcheck source=bench/background_processes.sh
+source bench/background_processes.sh
 
 "$BUILD/bench/transport-ceiling-server" --listen="127.0.0.1:$CEILING_PORT" \
   2>"$OUT/ceiling.log" &
