@@ -16,8 +16,8 @@ void ReadYourWritesTokens::Record(absl::string_view user_id, int32_t partition,
   if (users_.size() >= max_users_) {
     // Fold: every user keeps its guarantee through its partition's floor.
     for (const auto& [user, token] : users_) {
-      int64_t& floor = floors_.try_emplace(token.partition, token.offset)
-                           .first->second;
+      int64_t& floor =
+          floors_.try_emplace(token.partition, token.offset).first->second;
       floor = std::max(floor, token.offset);
     }
     users_.clear();

@@ -195,7 +195,8 @@ void ExposureLogProducer::Deliver(Ticket* ticket, const std::string* error,
     // but the reports of different calls interleave: keep the maximum.
     if (offset >= 0) {
       absl::MutexLock lock(&call->mu);
-      int64_t& highest = call->written.try_emplace(partition, offset).first->second;
+      int64_t& highest =
+          call->written.try_emplace(partition, offset).first->second;
       highest = std::max(highest, offset);
     }
   } else {

@@ -98,7 +98,8 @@ class ExposureLogProducer {
   ~ExposureLogProducer();
 
   // Enqueues `messages`; `done` gets the ones not acknowledged (empty: all
-  // are in Kafka with acks=all) and the offsets of the acknowledged ones. After Close, every message fails.
+  // are in Kafka with acks=all) and the offsets of the acknowledged ones. After
+  // Close, every message fails.
   void Produce(std::vector<LogMessage> messages, Done done);
 
   // Waits up to `wait` (default: the produce timeout) for what is in

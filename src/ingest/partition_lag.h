@@ -58,9 +58,9 @@ namespace exposure_filter {
 
 struct PartitionLag {
   int32_t partition = -1;
-  absl::Duration lag;     // as defined above
-  bool replaying = true;  // not yet caught up to the first watermark seen
-  int64_t applied = -1;   // next offset not applied; -1: not known yet
+  absl::Duration lag;      // as defined above
+  bool replaying = true;   // not yet caught up to the first watermark seen
+  int64_t applied = -1;    // next offset not applied; -1: not known yet
   int64_t watermark = -1;  // newest high watermark known; -1: none yet
 };
 

@@ -381,8 +381,7 @@ absl::Status ExposureFilterHandlers::GetUserStats(
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckFresh("GetUserStats", req.min_offsets());
-      !s.ok()) {
+  if (absl::Status s = CheckFresh("GetUserStats", req.min_offsets()); !s.ok()) {
     return s;
   }
   if (surface == nullptr) return absl::OkStatus();

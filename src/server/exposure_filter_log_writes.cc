@@ -67,9 +67,11 @@ ExposureFilterHandlers::LogFor(absl::string_view rpc) const {
   return log;
 }
 
-void ExposureFilterHandlers::ProduceAndAnswer(
-    const ExposureLog& log, absl::string_view rpc,
-    std::vector<LogMessage> messages, OnWritten on_success, WriteDone done) {
+void ExposureFilterHandlers::ProduceAndAnswer(const ExposureLog& log,
+                                              absl::string_view rpc,
+                                              std::vector<LogMessage> messages,
+                                              OnWritten on_success,
+                                              WriteDone done) {
   std::vector<std::string> what;
   what.reserve(messages.size());
   for (const LogMessage& m : messages) what.push_back(m.what);
@@ -77,9 +79,8 @@ void ExposureFilterHandlers::ProduceAndAnswer(
       std::move(messages),
       [rpc = std::string(rpc), topic = log.producer->topic(),
        what = std::move(what), on_success = std::move(on_success),
-       done =
-           std::move(done)](std::vector<LogDeliveryFailure> failures,
-                            WrittenOffsets written) mutable {
+       done = std::move(done)](std::vector<LogDeliveryFailure> failures,
+                               WrittenOffsets written) mutable {
         if (failures.empty()) {
           std::move(on_success)(written);
           std::move(done)(absl::OkStatus());

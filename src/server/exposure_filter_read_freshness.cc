@@ -38,9 +38,10 @@ absl::Status ExposureFilterHandlers::ValidateMinOffsets(
   const int32_t partitions = ownership_->ownership().options().partitions;
   for (const auto& [partition, offset] : Sorted(min_offsets)) {
     if (partition < 0 || partition >= partitions) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "min_offsets: partition ", partition, " does not exist (--partitions=",
-          partitions, ": 0 to ", partitions - 1, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("min_offsets: partition ", partition,
+                       " does not exist (--partitions=", partitions, ": 0 to ",
+                       partitions - 1, ")"));
     }
     if (offset < 0) {
       return absl::InvalidArgumentError(

@@ -67,8 +67,8 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_,         metrics_,   process_metrics_,
-            durability_metrics_,   admission_, kafka_metrics_,
+    return {grpc_metrics_,          metrics_,   process_metrics_,
+            durability_metrics_,    admission_, kafka_metrics_,
             authorization_metrics_, readiness_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.

@@ -86,9 +86,10 @@ absl::Status ServingReadiness::CheckServing(absl::string_view rpc) const {
   if (ingest_.load(std::memory_order_acquire) == nullptr) {
     refused_replaying_.fetch_add(1, std::memory_order_relaxed);
     return absl::UnavailableError(absl::StrCat(
-        rpc, ": starting: this copy's Kafka consumer has not started, it "
-             "serves reads once caught up with the log; another owner can "
-             "serve this one (docs/scale-out.md)"));
+        rpc,
+        ": starting: this copy's Kafka consumer has not started, it "
+        "serves reads once caught up with the log; another owner can "
+        "serve this one (docs/scale-out.md)"));
   }
   PartitionLag w;
   {
@@ -108,10 +109,10 @@ absl::Status ServingReadiness::CheckServing(absl::string_view rpc) const {
   }
   refused_lag_.fetch_add(1, std::memory_order_relaxed);
   return absl::UnavailableError(absl::StrCat(
-      rpc, ": this copy is lagging ", FormatLag(w.lag),
-      " behind on partition ", w.partition,
-      " (--max_serving_lag=", absl::FormatDuration(max_lag_), "; applied ",
-      AppliedText(w.applied), ", the log ends at offset ", w.watermark - 1,
+      rpc, ": this copy is lagging ", FormatLag(w.lag), " behind on partition ",
+      w.partition, " (--max_serving_lag=", absl::FormatDuration(max_lag_),
+      "; applied ", AppliedText(w.applied), ", the log ends at offset ",
+      w.watermark - 1,
       "): another owner can serve this read (docs/scale-out.md)"));
 }
 
@@ -121,7 +122,8 @@ absl::Status ServingReadiness::CheckApplied(absl::string_view rpc,
   // Applied(p) is the next offset not applied: offset o is applied iff
   // Applied(p) > o (-1, unknown, is below every offset).
   const KafkaIngest* ingest = ingest_.load(std::memory_order_acquire);
-  const int64_t next = ingest == nullptr ? -1 : ingest->lag().Applied(partition);
+  const int64_t next =
+      ingest == nullptr ? -1 : ingest->lag().Applied(partition);
   if (next > offset) return absl::OkStatus();
   refused_offsets_.fetch_add(1, std::memory_order_relaxed);
   return absl::UnavailableError(absl::StrCat(

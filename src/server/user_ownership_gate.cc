@@ -19,8 +19,9 @@ std::string UserOwnershipGate::ReplicaAddress(int32_t ordinal) const {
 absl::Status UserOwnershipGate::Check(absl::string_view field,
                                       absl::string_view user_id) const {
   if (ownership_.OwnsUser(user_id)) return absl::OkStatus();
-  return NotOwner(field, absl::StrCat("user \"", user_id, "\" is in partition ",
-                                      ownership_.PartitionOfUser(user_id)),
+  return NotOwner(field,
+                  absl::StrCat("user \"", user_id, "\" is in partition ",
+                               ownership_.PartitionOfUser(user_id)),
                   ownership_.PartitionOfUser(user_id));
 }
 
@@ -59,9 +60,8 @@ absl::Status UserOwnershipGate::NotOwner(absl::string_view field,
   // one in the message is safe and is what an operator needs to reproduce.
   absl::Status status = absl::FailedPreconditionError(absl::StrCat(
       field, ": ", what, " of ", hint.partitions, ", owned by replica",
-      replicated ? "s " : " ",
-      owners, ", not by this replica ", cluster.replica_ordinal, " of ",
-      hint.replicas,
+      replicated ? "s " : " ", owners, ", not by this replica ",
+      cluster.replica_ordinal, " of ", hint.replicas,
       replicated
           ? absl::StrCat("; send it to an owner (owner i < ",
                          cluster.replication_factor,

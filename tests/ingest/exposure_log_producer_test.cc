@@ -151,7 +151,8 @@ TEST_F(ExposureLogProducerTest, ConcurrentCallersEachGetOneAnswer) {
       for (int i = 0; i < kCalls; ++i) {
         std::vector<LogMessage> m = {Message(absl::StrCat("t", t, "-", i)),
                                      Message(absl::StrCat("x", t, "-", i))};
-        producer->Produce(std::move(m), [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+        producer->Produce(std::move(m), [&](std::vector<LogDeliveryFailure> f,
+                                            WrittenOffsets) {
           if (!f.empty()) failed.fetch_add(1);
           answered.fetch_add(1);
         });
@@ -188,9 +189,10 @@ TEST_F(ExposureLogProducerTest, CloseAnswersEveryWaitingCallWithItsFailures) {
   ASSERT_EQ(failures.size(), 2u);
   // And a call after Close fails at once, inline.
   bool answered = false;
-  producer->Produce({Message("c")}, [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
-    answered = f.size() == 1;
-  });
+  producer->Produce({Message("c")},
+                    [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+                      answered = f.size() == 1;
+                    });
   EXPECT_TRUE(answered);
 }
 

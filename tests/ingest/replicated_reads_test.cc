@@ -69,15 +69,16 @@ class ReplicatedReadsTest : public ReplicatedClusterTest {
   }
 
   HealthCheckResponse::ServingStatus HealthOf(int32_t r) {
-    auto stub = Health::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", servers_[r]->port()),
-        grpc::InsecureChannelCredentials()));
+    auto stub = Health::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", servers_[r]->port()),
+                            grpc::InsecureChannelCredentials()));
     HealthCheckRequest req;
     req.set_service("exposure.v1.ExposureFilter");
     HealthCheckResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline());
-    if (!stub->Check(&ctx, req, &resp).ok()) return HealthCheckResponse::UNKNOWN;
+    if (!stub->Check(&ctx, req, &resp).ok())
+      return HealthCheckResponse::UNKNOWN;
     return resp.status();
   }
   bool WaitForHealth(int32_t r, HealthCheckResponse::ServingStatus want) {
@@ -136,9 +137,8 @@ TEST_F(ReplicatedReadsTest, ACopyThatCannotApplyTheLogStopsServingReads) {
   exposure::v1::RecordExposureResponse resp;
   ASSERT_TRUE(Record(kGood, user, 1, &resp).ok());
   bool removed = false;
-  ASSERT_TRUE(WaitFor([&] {
-    return RecallAt(kSlow, user, 1, {}, &removed).ok() && removed;
-  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return RecallAt(kSlow, user, 1, {}, &removed).ok() && removed; }));
 
   // The slow copy's disk is full: its consumer's next batch is refused and
   // retried, the partition stalls while Kafka (and the other copy) move on.
@@ -183,9 +183,8 @@ TEST_F(ReplicatedReadsTest, ACopyThatCannotApplyTheLogStopsServingReads) {
   }
   EXPECT_TRUE(Record(kSlow, user, 3, &resp).ok());
   // The other owner serves the read, with the write.
-  ASSERT_TRUE(WaitFor([&] {
-    return RecallAt(kGood, user, 2, {}, &removed).ok() && removed;
-  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return RecallAt(kGood, user, 2, {}, &removed).ok() && removed; }));
   EXPECT_EQ(HealthOf(kGood), HealthCheckResponse::SERVING);
 
   // The disk takes writes again: the copy catches up and serves by itself.
@@ -206,9 +205,8 @@ TEST_F(ReplicatedReadsTest, ARestartedCopyIsNotServingWhileItReplays) {
   exposure::v1::RecordExposureResponse resp;
   ASSERT_TRUE(Record(kGood, user, 1, &resp).ok());
   bool removed = false;
-  ASSERT_TRUE(WaitFor([&] {
-    return RecallAt(kSlow, user, 1, {}, &removed).ok() && removed;
-  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return RecallAt(kSlow, user, 1, {}, &removed).ok() && removed; }));
   // Written while the slow copy is down; it replays them at its start,
   // taking them into a batch it records only after --kafka_max_batch_wait:
   // the replay lasts at least that long.
@@ -216,9 +214,8 @@ TEST_F(ReplicatedReadsTest, ARestartedCopyIsNotServingWhileItReplays) {
   for (uint64_t item = 2; item < 12; ++item) {
     ASSERT_TRUE(Record(kGood, user, item, &resp).ok());
   }
-  Restart(kSlow, [](ServerConfig* c) {
-    c->kafka.max_batch_wait = absl::Seconds(5);
-  });
+  Restart(kSlow,
+          [](ServerConfig* c) { c->kafka.max_batch_wait = absl::Seconds(5); });
   EXPECT_EQ(HealthOf(kSlow), HealthCheckResponse::NOT_SERVING);
   grpc::Status refused;
   WaitFor([&] {
@@ -228,10 +225,11 @@ TEST_F(ReplicatedReadsTest, ARestartedCopyIsNotServingWhileItReplays) {
                              absl::StrCat("replaying partition ", partition));
   });
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_THAT(refused.error_message(),
-              HasSubstr(absl::StrCat("FilterRecalled: this copy is replaying "
-                                     "partition ",
-                                     partition, " from Kafka after its start")));
+  EXPECT_THAT(
+      refused.error_message(),
+      HasSubstr(absl::StrCat("FilterRecalled: this copy is replaying "
+                             "partition ",
+                             partition, " from Kafka after its start")));
   ASSERT_TRUE(WaitForHealth(kSlow, HealthCheckResponse::SERVING));
   for (uint64_t item = 1; item < 12; ++item) {
     EXPECT_TRUE(RecallAt(kSlow, user, item, {}, &removed).ok() && removed)
