@@ -233,9 +233,9 @@ class RoutingClient {
   mutable std::atomic<uint64_t> hedges_{0};
   mutable std::atomic<uint64_t> placement_updates_{0};
   mutable std::atomic<uint64_t> reads_with_offsets_{0};
+  const std::unique_ptr<std::atomic<uint64_t>[]> replica_errors_;
   // Null unless read-your-writes is on.
   const std::unique_ptr<ReadYourWritesTokens> tokens_;
-  const std::unique_ptr<std::atomic<uint64_t>[]> replica_errors_;
 };
 
 // Pull mode across the cluster: one FilterCache per replica, each user's

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/partitioning.h"
+#include "exposure_filter/routing_client.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -279,6 +280,76 @@ TEST_F(ReplicatedReadsTest, AReadWithAWritesOffsetsWaitsForThem) {
   EXPECT_TRUE(WaitFor([&] {
     return RecallAt(kSlow, user, 2, token, &removed).ok() && removed;
   }));
+}
+
+TEST_F(ReplicatedReadsTest, TheRoutingClientReadsItsOwnWritesThroughFailover) {
+  StartWith(absl::ZeroDuration());  // only the offsets decide
+  // A user whose preferred owner (owner 0) is the slow copy.
+  std::string user;
+  for (int i = 0; user.empty(); ++i) {
+    const std::string u = absl::StrCat("c-", i);
+    if (OwnersOfUser(u, kPartitions, kReplicas, kReplication)[0] == kSlow) {
+      user = u;
+    }
+  }
+  auto router_with = [&](bool read_your_writes) {
+    RoutingOptions o;
+    o.partitions = kPartitions;
+    o.replication_factor = kReplication;
+    for (int32_t r = 0; r < kReplicas; ++r) {
+      o.replica_addresses.push_back(
+          absl::StrCat("127.0.0.1:", servers_[r]->port()));
+    }
+    o.client.deadline = absl::Seconds(30);
+    o.read_your_writes.enabled = read_your_writes;
+    auto router = RoutingClient::Connect(o, grpc::InsecureChannelCredentials());
+    EXPECT_TRUE(router.ok()) << router.status();
+    return *std::move(router);
+  };
+  const std::unique_ptr<RoutingClient> ryw = router_with(true);
+  const std::unique_ptr<RoutingClient> plain = router_with(false);
+  auto write = [&](uint64_t item) {
+    exposure::v1::RecordExposureRequest req;
+    exposure::v1::Exposure* e = req.add_exposures();
+    e->set_user_id(user);
+    e->add_item_ids(item);
+    return ryw->RecordExposure(req).status();
+  };
+  auto recall = [&](const RoutingClient& router, uint64_t item, bool* removed) {
+    exposure::v1::FilterRecalledRequest req;
+    req.set_user_id(user);
+    req.add_candidate_ids(item);
+    absl::StatusOr<exposure::v1::FilterRecalledResponse> resp =
+        router.FilterRecalled(req);
+    *removed = resp.ok() && resp->kept_ids_size() == 0;
+    return resp.status();
+  };
+  bool removed = false;
+  ASSERT_TRUE(write(1).ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return recall(*plain, 1, &removed).ok() && removed; }));
+
+  // The slow copy's disk fails on the batch of item 2, which it then retries
+  // (that batch reached its memory before the log refused it); item 3 is
+  // behind it in the log and never reaches the slow copy.
+  slow_disk_.FailWrites("wal-", ENOSPC);
+  ASSERT_TRUE(write(2).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return !servers_[kSlow]->durability()->WriteStatus().ok(); }));
+  ASSERT_TRUE(write(3).ok());
+  // Without tokens the preferred owner answers, without the write: a
+  // stale read (what --max_serving_lag bounds, here turned off).
+  ASSERT_TRUE(recall(*plain, 3, &removed).ok());
+  EXPECT_FALSE(removed);
+  // With them it refuses, the read fails over to the other owner, which
+  // has the write (once it applied it: until then both refuse).
+  EXPECT_TRUE(
+      WaitFor([&] { return recall(*ryw, 3, &removed).ok() && removed; }));
+  const RoutingStats stats = ryw->stats();
+  EXPECT_GE(stats.reads_with_offsets, 1u);
+  EXPECT_GE(stats.failovers, 1u);
+  EXPECT_GE(stats.replica_errors[kSlow], 1u);
+  slow_disk_.Heal();
 }
 
 TEST_F(ReplicatedReadsTest, BadMinOffsetsAreRefusedNamingTheField) {
