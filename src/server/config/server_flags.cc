@@ -507,16 +507,6 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   return c;
 }
 
-absl::Status ValidateMaxServingLag(absl::Duration lag) {
-  if (lag >= absl::ZeroDuration() && lag < absl::InfiniteDuration()) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--max_serving_lag=", absl::FormatDuration(lag),
-                   ": must be a finite duration >= 0 (0 turns the lag gate "
-                   "off)"));
-}
-
 std::string LogLevelFlag() { return absl::GetFlag(FLAGS_log_level); }
 
 std::string ServerConfig::Summary() const {
