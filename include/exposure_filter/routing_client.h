@@ -43,6 +43,15 @@
 // hint reports another R with the same P and N: the client adopts the
 // server's R and goes on with the owners it has not tried. stats() counts
 // failovers, hedges, such placement updates and failed tries per replica.
+//
+// Read-your-writes (issue 16, M3; ReadYourWritesOptions): a replicated
+// server answers a write with the Kafka offsets it got (written_offsets);
+// the client remembers, per user, the offset of the user's partition and
+// sends it with that user's later reads (min_offsets, unless the request
+// sets its own). A copy that has not applied it answers UNAVAILABLE and the
+// read fails over like any other UNAVAILABLE: the user sees its own writes,
+// at the cost of a failover (or, if no owner has applied it yet, a failed
+// read) while the copies catch up. RoutingFilterCache does not carry them.
 // Thread-safe.
 #ifndef EXPOSURE_FILTER_ROUTING_CLIENT_H_
 #define EXPOSURE_FILTER_ROUTING_CLIENT_H_
@@ -61,6 +70,8 @@
 
 namespace exposure_filter {
 
+class ReadYourWritesTokens;
+
 // How a call moves between a user's owners (see above; docs/clients.md).
 struct FailoverOptions {
   // The longest one try may take before the next owner is tried; zero: a try
@@ -74,6 +85,15 @@ struct FailoverOptions {
   absl::Duration hedge_delay = absl::ZeroDuration();
 };
 
+// Read-your-writes tokens (see above; docs/scale-out.md "Consistency").
+struct ReadYourWritesOptions {
+  bool enabled = false;
+  // Users whose offsets are kept one by one; past it they fold into one
+  // offset per partition (stricter for that partition's users, never
+  // weaker): memory is bounded by max_users + partitions entries.
+  size_t max_users = 100000;
+};
+
 struct RoutingOptions {
   // The topic's partition count P; must equal the servers' --partitions.
   int32_t partitions = 0;
@@ -84,6 +104,7 @@ struct RoutingOptions {
   // --replication_factor; an owner hint saying otherwise updates it.
   int32_t replication_factor = 1;
   FailoverOptions failover;
+  ReadYourWritesOptions read_your_writes;
   // The deadline covers every owner tried (and their channel retries).
   ClientOptions client;
 };
@@ -93,6 +114,8 @@ struct RoutingStats {
   uint64_t failovers = 0;  // tries on a next owner after a failed try
   uint64_t hedges = 0;     // tries on a next owner while one was running
   uint64_t placement_updates = 0;  // R adopted from an owner hint
+  // Reads sent with this client's own write offsets (read-your-writes).
+  uint64_t reads_with_offsets = 0;
   // Failed tries per replica, index = ordinal (cancelled hedges excluded).
   std::vector<uint64_t> replica_errors;
 };
@@ -135,7 +158,9 @@ class RoutingClient {
   static absl::StatusOr<std::unique_ptr<RoutingClient>> Create(
       int32_t partitions,
       std::vector<std::unique_ptr<ExposureFilterClient>> replicas,
-      int32_t replication_factor = 1, const FailoverOptions& failover = {});
+      int32_t replication_factor = 1, const FailoverOptions& failover = {},
+      const ReadYourWritesOptions& read_your_writes = {});
+  ~RoutingClient();
 
   int32_t partitions() const { return partitions_; }
   int32_t replicas() const { return static_cast<int32_t>(clients_.size()); }
@@ -176,7 +201,16 @@ class RoutingClient {
  private:
   RoutingClient(int32_t partitions,
                 std::vector<std::unique_ptr<ExposureFilterClient>> clients,
-                int32_t replication_factor, const FailoverOptions& failover);
+                int32_t replication_factor, const FailoverOptions& failover,
+                const ReadYourWritesOptions& read_your_writes);
+  // `request`, or (read-your-writes on, a token for its user, no
+  // min_offsets of its own) a copy in *with_token carrying the token.
+  template <typename Request>
+  const Request& WithToken(const Request& request, Request* with_token) const;
+  // Remembers what a write of `user_id` got (read-your-writes on).
+  void RememberWrite(
+      absl::string_view user_id,
+      const google::protobuf::Map<int32_t, int64_t>& written_offsets) const;
 
   // One call for `user_id` with failover (and hedging if `hedge`), sending
   // `request` with `method` of the callback API (failover_call.h).
@@ -198,7 +232,10 @@ class RoutingClient {
   mutable std::atomic<uint64_t> failovers_{0};
   mutable std::atomic<uint64_t> hedges_{0};
   mutable std::atomic<uint64_t> placement_updates_{0};
+  mutable std::atomic<uint64_t> reads_with_offsets_{0};
   const std::unique_ptr<std::atomic<uint64_t>[]> replica_errors_;
+  // Null unless read-your-writes is on.
+  const std::unique_ptr<ReadYourWritesTokens> tokens_;
 };
 
 // Pull mode across the cluster: one FilterCache per replica, each user's

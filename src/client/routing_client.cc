@@ -6,6 +6,7 @@
 #include "exposure_filter/owner_hint.h"
 #include "exposure_filter/partitioning.h"
 #include "src/client/failover_call.h"
+#include "src/client/read_your_writes_tokens.h"
 
 namespace exposure_filter {
 namespace {
@@ -80,13 +81,15 @@ absl::StatusOr<std::unique_ptr<RoutingClient>> RoutingClient::Connect(
     clients.push_back(*std::move(c));
   }
   return Create(options.partitions, std::move(clients),
-                options.replication_factor, options.failover);
+                options.replication_factor, options.failover,
+                options.read_your_writes);
 }
 
 absl::StatusOr<std::unique_ptr<RoutingClient>> RoutingClient::Create(
     int32_t partitions,
     std::vector<std::unique_ptr<ExposureFilterClient>> replicas,
-    int32_t replication_factor, const FailoverOptions& failover) {
+    int32_t replication_factor, const FailoverOptions& failover,
+    const ReadYourWritesOptions& read_your_writes) {
   if (partitions < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "partitions: must be the topic's partition count (>= 1), got ",
@@ -115,20 +118,52 @@ absl::StatusOr<std::unique_ptr<RoutingClient>> RoutingClient::Create(
     return absl::InvalidArgumentError(
         "failover.hedge_delay: must be >= 0 (0: no hedging)");
   }
-  return std::unique_ptr<RoutingClient>(new RoutingClient(
-      partitions, std::move(replicas), replication_factor, failover));
+  return std::unique_ptr<RoutingClient>(
+      new RoutingClient(partitions, std::move(replicas), replication_factor,
+                        failover, read_your_writes));
 }
 
 RoutingClient::RoutingClient(
     int32_t partitions,
     std::vector<std::unique_ptr<ExposureFilterClient>> clients,
-    int32_t replication_factor, const FailoverOptions& failover)
+    int32_t replication_factor, const FailoverOptions& failover,
+    const ReadYourWritesOptions& read_your_writes)
     : partitions_(partitions),
       clients_(std::move(clients)),
       failover_(failover),
       replication_factor_(replication_factor),
-      replica_errors_(new std::atomic<uint64_t>[clients_.size()]) {
+      replica_errors_(new std::atomic<uint64_t>[clients_.size()]),
+      tokens_(read_your_writes.enabled ? std::make_unique<ReadYourWritesTokens>(
+                                             read_your_writes.max_users)
+                                       : nullptr) {
   for (size_t r = 0; r < clients_.size(); ++r) replica_errors_[r] = 0;
+}
+
+RoutingClient::~RoutingClient() = default;
+
+template <typename Request>
+const Request& RoutingClient::WithToken(const Request& request,
+                                        Request* with_token) const {
+  if (tokens_ == nullptr || !request.min_offsets().empty()) return request;
+  const int32_t p = KafkaPartitionForKey(
+      {request.user_id().data(), request.user_id().size()}, partitions_);
+  const std::optional<int64_t> offset = tokens_->Lookup(request.user_id(), p);
+  if (!offset.has_value()) return request;
+  *with_token = request;
+  (*with_token->mutable_min_offsets())[p] = *offset;
+  ++reads_with_offsets_;
+  return *with_token;
+}
+
+void RoutingClient::RememberWrite(
+    absl::string_view user_id,
+    const google::protobuf::Map<int32_t, int64_t>& written_offsets) const {
+  if (tokens_ == nullptr) return;
+  const int32_t p =
+      KafkaPartitionForKey({user_id.data(), user_id.size()}, partitions_);
+  if (auto it = written_offsets.find(p); it != written_offsets.end()) {
+    tokens_->Record(user_id, p, it->second);
+  }
 }
 
 int32_t RoutingClient::ReplicaForUser(absl::string_view user_id) const {
@@ -147,6 +182,7 @@ RoutingStats RoutingClient::stats() const {
   s.failovers = failovers_.load();
   s.hedges = hedges_.load();
   s.placement_updates = placement_updates_.load();
+  s.reads_with_offsets = reads_with_offsets_.load();
   for (size_t r = 0; r < clients_.size(); ++r) {
     s.replica_errors.push_back(replica_errors_[r].load());
   }
@@ -278,6 +314,10 @@ RoutedRecordResult RoutingClient::RecordExposure(
       continue;
     }
     w.response = *std::move(resp);
+    for (int i : w.exposures) {
+      RememberWrite(request.exposures(i).user_id(),
+                    w.response.written_offsets());
+    }
     result.items_recorded += w.response.items_recorded();
     result.items_expired += w.response.items_expired();
   }
@@ -287,38 +327,45 @@ RoutedRecordResult RoutingClient::RecordExposure(
 absl::StatusOr<exposure::v1::FilterRecalledResponse>
 RoutingClient::FilterRecalled(
     const exposure::v1::FilterRecalledRequest& request) const {
+  v1::FilterRecalledRequest with_token;
   return Failover<v1::FilterRecalledRequest, v1::FilterRecalledResponse>(
-      request.user_id(), OwnersForUser(request.user_id()), request,
-      kFilterRecalled, /*hedge=*/true);
+      request.user_id(), OwnersForUser(request.user_id()),
+      WithToken(request, &with_token), kFilterRecalled, /*hedge=*/true);
 }
 
 absl::StatusOr<exposure::v1::GetFilterResponse> RoutingClient::GetFilter(
     const exposure::v1::GetFilterRequest& request) const {
+  v1::GetFilterRequest with_token;
   return Failover<v1::GetFilterRequest, v1::GetFilterResponse>(
-      request.user_id(), OwnersForUser(request.user_id()), request, kGetFilter,
-      /*hedge=*/true);
+      request.user_id(), OwnersForUser(request.user_id()),
+      WithToken(request, &with_token), kGetFilter, /*hedge=*/true);
 }
 
 absl::StatusOr<exposure::v1::GetUserStatsResponse> RoutingClient::GetUserStats(
     const exposure::v1::GetUserStatsRequest& request) const {
+  v1::GetUserStatsRequest with_token;
   return Failover<v1::GetUserStatsRequest, v1::GetUserStatsResponse>(
-      request.user_id(), OwnersForUser(request.user_id()), request,
-      kGetUserStats, /*hedge=*/true);
+      request.user_id(), OwnersForUser(request.user_id()),
+      WithToken(request, &with_token), kGetUserStats, /*hedge=*/true);
 }
 
 // A write (idempotent, see the header): fails over, never hedged.
 absl::StatusOr<exposure::v1::DeleteUserResponse> RoutingClient::DeleteUser(
     const exposure::v1::DeleteUserRequest& request) const {
-  return Failover<v1::DeleteUserRequest, v1::DeleteUserResponse>(
-      request.user_id(), OwnersForUser(request.user_id()), request, kDeleteUser,
-      /*hedge=*/false);
+  absl::StatusOr<v1::DeleteUserResponse> resp =
+      Failover<v1::DeleteUserRequest, v1::DeleteUserResponse>(
+          request.user_id(), OwnersForUser(request.user_id()), request,
+          kDeleteUser, /*hedge=*/false);
+  if (resp.ok()) RememberWrite(request.user_id(), resp->written_offsets());
+  return resp;
 }
 
 absl::StatusOr<exposure::v1::ExplainResponse> RoutingClient::Explain(
     const exposure::v1::ExplainRequest& request) const {
+  v1::ExplainRequest with_token;
   return Failover<v1::ExplainRequest, v1::ExplainResponse>(
-      request.user_id(), OwnersForUser(request.user_id()), request, kExplain,
-      /*hedge=*/true);
+      request.user_id(), OwnersForUser(request.user_id()),
+      WithToken(request, &with_token), kExplain, /*hedge=*/true);
 }
 
 absl::StatusOr<std::vector<exposure::v1::GetServerStatsResponse>>

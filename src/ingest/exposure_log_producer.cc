@@ -3,6 +3,7 @@
 #include <librdkafka/rdkafkacpp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/base/thread_annotations.h"
@@ -36,6 +37,7 @@ struct ExposureLogProducer::Call {
   std::atomic<size_t> remaining{0};
   absl::Mutex mu;
   std::vector<LogDeliveryFailure> failures ABSL_GUARDED_BY(mu);
+  WrittenOffsets written ABSL_GUARDED_BY(mu);
   Done done;
 };
 
@@ -53,7 +55,8 @@ class ExposureLogProducer::DeliveryReports final
   void dr_cb(RdKafka::Message& message) override {
     auto* ticket = static_cast<Ticket*>(message.msg_opaque());
     if (message.err() == RdKafka::ERR_NO_ERROR) {
-      producer_->Deliver(ticket, nullptr);
+      producer_->Deliver(ticket, nullptr, message.partition(),
+                         message.offset());
     } else {
       const std::string error = message.errstr();
       producer_->Deliver(ticket, &error);
@@ -182,11 +185,20 @@ void ExposureLogProducer::Produce(std::vector<LogMessage> messages, Done done) {
   if (call->remaining.fetch_sub(1) == 1) FinishCall(call);
 }
 
-void ExposureLogProducer::Deliver(Ticket* ticket, const std::string* error) {
+void ExposureLogProducer::Deliver(Ticket* ticket, const std::string* error,
+                                  int32_t partition, int64_t offset) {
   Call* call = ticket->call;
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
   if (error == nullptr) {
     acked_.fetch_add(1, std::memory_order_relaxed);
+    // An idempotent producer acknowledges a partition's messages in order,
+    // but the reports of different calls interleave: keep the maximum.
+    if (offset >= 0) {
+      absl::MutexLock lock(&call->mu);
+      int64_t& highest =
+          call->written.try_emplace(partition, offset).first->second;
+      highest = std::max(highest, offset);
+    }
   } else {
     failed_.fetch_add(1, std::memory_order_relaxed);
     absl::MutexLock lock(&call->mu);
@@ -209,15 +221,17 @@ void ExposureLogProducer::FinishCall(Call* call) {
   latency_sum_us_.fetch_add(static_cast<uint64_t>(ms * 1000),
                             std::memory_order_relaxed);
   std::vector<LogDeliveryFailure> failures;
+  WrittenOffsets written;
   {
     absl::MutexLock lock(&call->mu);
     failures = std::move(call->failures);
+    written = std::move(call->written);
   }
   calls_.fetch_add(1, std::memory_order_relaxed);
   if (!failures.empty()) calls_failed_.fetch_add(1, std::memory_order_relaxed);
   Done done = std::move(call->done);
   delete call;
-  std::move(done)(std::move(failures));
+  std::move(done)(std::move(failures), std::move(written));
 }
 
 void ExposureLogProducer::Close(absl::Duration wait) {

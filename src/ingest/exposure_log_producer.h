@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -63,6 +64,11 @@ struct LogDeliveryFailure {
   std::string error;  // librdkafka's reason
 };
 
+// Kafka partition -> offset of the last message of a call that Kafka
+// acknowledged there (issue 16, M3: the read-your-writes token a write RPC
+// answers with).
+using WrittenOffsets = absl::btree_map<int32_t, int64_t>;
+
 // Latency of a call, first enqueue to last delivery report, in ms buckets.
 inline constexpr std::array<uint64_t, 12> kProduceLatencyBoundsMs = {
     1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000};
@@ -80,7 +86,10 @@ struct ExposureLogProducerStats {
 
 class ExposureLogProducer {
  public:
-  using Done = absl::AnyInvocable<void(std::vector<LogDeliveryFailure>) &&>;
+  // `written`: per partition, the highest offset among the call's
+  // acknowledged messages (failed ones have none).
+  using Done = absl::AnyInvocable<void(std::vector<LogDeliveryFailure>,
+                                       WrittenOffsets written) &&>;
 
   // Connects and checks the topic (exists, partition count).
   static absl::StatusOr<std::unique_ptr<ExposureLogProducer>> Start(
@@ -89,7 +98,8 @@ class ExposureLogProducer {
   ~ExposureLogProducer();
 
   // Enqueues `messages`; `done` gets the ones not acknowledged (empty: all
-  // are in Kafka with acks=all). After Close, every message fails.
+  // are in Kafka with acks=all) and the offsets of the acknowledged ones. After
+  // Close, every message fails.
   void Produce(std::vector<LogMessage> messages, Done done);
 
   // Waits up to `wait` (default: the produce timeout) for what is in
@@ -109,7 +119,9 @@ class ExposureLogProducer {
   explicit ExposureLogProducer(const ExposureLogProducerOptions& options);
   void PollLoop();
   // One message's outcome; the last one completes its call.
-  void Deliver(Ticket* ticket, const std::string* error);
+  // `partition`/`offset`: where Kafka put it (acknowledged only).
+  void Deliver(Ticket* ticket, const std::string* error, int32_t partition = -1,
+               int64_t offset = -1);
   void FinishCall(Call* call);
 
   const ExposureLogProducerOptions options_;

@@ -129,7 +129,9 @@ absl::StatusOr<std::unique_ptr<KafkaIngest>> KafkaIngest::Start(
            {"enable.auto.commit", "false"},
            {"enable.auto.offset.store", "false"},
            {"auto.offset.reset", options.start_offset},
-           {"enable.partition.eof", "false"},
+           // The end of a partition is how a copy with nothing (more) to
+           // read learns that it has caught up (partition_lag.h).
+           {"enable.partition.eof", "true"},
        }) {
     if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
   }
@@ -206,6 +208,7 @@ absl::Status KafkaIngest::Assign(int32_t topic_partitions) {
         stored.topic, options_.topic, options_.topic, options_.start_offset);
     stored.next_offset.clear();
   }
+  lag_ = std::make_unique<PartitionLagTracker>(topic_partitions, partitions_);
   const int64_t fresh = options_.start_offset == "latest"
                             ? RdKafka::Topic::OFFSET_END
                             : RdKafka::Topic::OFFSET_BEGINNING;
@@ -233,6 +236,7 @@ absl::Status KafkaIngest::Assign(int32_t topic_partitions) {
       st.partition = p;
       st.position = offset >= 0 ? offset : -1;
       states_.push_back(st);
+      lag_->SetApplied(p, st.position);
     }
   }
   const RdKafka::ErrorCode err = consumer_->assign(assignment);
@@ -254,6 +258,7 @@ KafkaIngest::~KafkaIngest() { Stop(); }
 void KafkaIngest::Stop() {
   stopping_.store(true);
   if (thread_.joinable()) thread_.join();
+  MutexLock lock(&consumer_mu_);
   if (consumer_ != nullptr) {
     consumer_->close();
     consumer_.reset();
@@ -298,8 +303,16 @@ void KafkaIngest::ConsumeLoop() {
         Take(msg->partition(), msg->offset(), op, key, value, &batch);
         break;
       }
-      case RdKafka::ERR__TIMED_OUT:
       case RdKafka::ERR__PARTITION_EOF:
+        // Everything before msg->offset() was taken; with none of it
+        // waiting in the batch, all of it is applied (a partition with
+        // nothing to read, or a tail of bad messages). Otherwise the flush
+        // of the batch advances it.
+        if (batch.next.find(msg->partition()) == batch.next.end()) {
+          lag_->SetApplied(msg->partition(), msg->offset());
+        }
+        break;
+      case RdKafka::ERR__TIMED_OUT:
         break;
       default:
         consumer_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -487,6 +500,10 @@ void KafkaIngest::Flush(PendingBatch* batch) {
       if (it != batch->next.end()) st.position = it->second;
     }
   }
+  // Applied and durable: reads waiting for these offsets may be served.
+  for (const auto& [partition, next] : batch->next) {
+    lag_->SetApplied(partition, next);
+  }
   batch->Clear();
 }
 
@@ -516,6 +533,20 @@ void KafkaIngest::RefreshPartitionStates() {
                                          &high) == RdKafka::ERR_NO_ERROR &&
         high >= 0) {
       st.high_watermark = high;
+    }
+  }
+}
+
+void KafkaIngest::SampleWatermarks(absl::Time now) {
+  MutexLock lock(&consumer_mu_);
+  if (consumer_ == nullptr || stopping_.load()) return;
+  for (int32_t p : partitions_) {
+    int64_t low = -1;
+    int64_t high = -1;
+    // librdkafka's cached copy from the last fetch response for p.
+    if (consumer_->get_watermark_offsets(options_.topic, p, &low, &high) ==
+        RdKafka::ERR_NO_ERROR) {
+      lag_->ObserveWatermark(p, high, now);
     }
   }
 }

@@ -43,6 +43,7 @@
 #include "src/ingest/exposure_sink.h"
 #include "src/ingest/kafka_ingest_options.h"
 #include "src/ingest/kafka_message_decoder.h"
+#include "src/ingest/partition_lag.h"
 #include "src/persist/store_durability.h"
 #include "src/store/annotated_mutex.h"
 
@@ -100,6 +101,15 @@ class KafkaIngest {
   KafkaIngestStats stats() const;
   const std::vector<int32_t>& partitions() const { return partitions_; }
 
+  // How far behind the log this copy is (issue 16, M3; partition_lag.h):
+  // applied offsets per partition, replay and lag. Valid after Start.
+  const PartitionLagTracker& lag() const { return *lag_; }
+  // Feeds lag() the high watermarks librdkafka holds from its last fetch
+  // responses (no broker round trip). Called periodically from a thread
+  // other than the consumer's, so a consumer stalled on a refused batch
+  // still sees the log move on. Safe against Stop().
+  void SampleWatermarks(absl::Time now);
+
  private:
   struct PendingBatch;
   KafkaIngest(const KafkaIngestOptions& options,
@@ -132,7 +142,11 @@ class KafkaIngest {
   StoreDurability* const durability_;
   const KafkaMessageDecoder decoder_;
   std::unique_ptr<RdKafka::OffsetCommitCb> commit_counter_;
+  // Reset by Stop() under consumer_mu_, which SampleWatermarks takes; the
+  // consumer thread uses it unlocked (it is joined before the reset).
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
+  Mutex consumer_mu_;
+  std::unique_ptr<PartitionLagTracker> lag_;
   std::vector<int32_t> partitions_;  // assigned, ascending; set in Start
 
   std::atomic<bool> stopping_{false};

@@ -56,6 +56,12 @@ absl::Status KafkaIngestOptions::Validate() const {
           " is set by the server (offsets are committed only once durable; "
           "use --kafka_group / --kafka_brokers)"));
     }
+    if (name == "enable.partition.eof") {
+      return absl::InvalidArgumentError(
+          "--kafka_config: enable.partition.eof is set by the server (the "
+          "end of a partition tells a copy it has caught up, "
+          "docs/scale-out.md)");
+    }
   }
   if (start_offset != "earliest" && start_offset != "latest") {
     return absl::InvalidArgumentError(

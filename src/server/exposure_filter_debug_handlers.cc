@@ -50,7 +50,13 @@ absl::Status ExposureFilterHandlers::Explain(
     exposure::v1::ExplainResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateExplain(req, limits_); !s.ok()) return s;
+  if (absl::Status s = ValidateMinOffsets(req.min_offsets()); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckOwner("user_id", req.user_id()); !s.ok()) return s;
+  if (absl::Status s = CheckFresh("Explain", req.min_offsets()); !s.ok()) {
+    return s;
+  }
   const int64_t now = store_->clock().NowMs();
   const Surface* surface = surfaces_->Find(req.surface());
   const FilterPolicy& policy =

@@ -273,7 +273,14 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
     exposure::v1::FilterRecalledResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateFilterRecalled(req, limits_); !s.ok()) return s;
+  if (absl::Status s = ValidateMinOffsets(req.min_offsets()); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckOwner("user_id", req.user_id()); !s.ok()) return s;
+  if (absl::Status s = CheckFresh("FilterRecalled", req.min_offsets());
+      !s.ok()) {
+    return s;
+  }
   const Surface* surface = surfaces_->Find(req.surface());
   const size_t num_ids = req.candidate_ids_size();
   const size_t n = num_ids + req.candidate_keys_size();
@@ -321,6 +328,9 @@ absl::Status ExposureFilterHandlers::GetFilter(
     const exposure::v1::GetFilterRequest& req,
     exposure::v1::GetFilterResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
+  if (absl::Status s = ValidateMinOffsets(req.min_offsets()); !s.ok()) {
+    return s;
+  }
   const Surface* surface = nullptr;
   if (absl::Status s = ResolveRead(req.surface(), req.user_id(), &surface);
       !s.ok()) {
@@ -334,6 +344,9 @@ absl::Status ExposureFilterHandlers::GetFilter(
     return absl::InvalidArgumentError(
         absl::StrCat("accepted_formats: ", req.accepted_formats_size(),
                      " entries, at most 16"));
+  }
+  if (absl::Status s = CheckFresh("GetFilter", req.min_offsets()); !s.ok()) {
+    return s;
   }
   // A client that says which formats it reads and does not read ours gets
   // a clear refusal instead of bytes it would reject (or, worse, misread).
@@ -360,9 +373,15 @@ absl::Status ExposureFilterHandlers::GetUserStats(
     const exposure::v1::GetUserStatsRequest& req,
     exposure::v1::GetUserStatsResponse* resp) {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
+  if (absl::Status s = ValidateMinOffsets(req.min_offsets()); !s.ok()) {
+    return s;
+  }
   const Surface* surface = nullptr;
   if (absl::Status s = ResolveRead(req.surface(), req.user_id(), &surface);
       !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckFresh("GetUserStats", req.min_offsets()); !s.ok()) {
     return s;
   }
   if (surface == nullptr) return absl::OkStatus();

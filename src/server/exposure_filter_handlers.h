@@ -17,6 +17,7 @@
 #include "src/persist/store_durability.h"
 #include "src/server/config/server_config.h"
 #include "src/server/observability/striped_metrics.h"
+#include "src/server/serving_readiness.h"
 #include "src/server/user_ownership_gate.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
@@ -120,6 +121,15 @@ class ExposureFilterHandlers {
   // handlers' last write (close it to fail later ones).
   void AttachExposureLog(ExposureLogProducer* producer,
                          KafkaMessageEncoder encoder);
+  // Lag-gated reads and read-your-writes (issue 16, M3; serving_readiness.h):
+  // with a readiness attached (R >= 2), FilterRecalled, GetFilter,
+  // GetUserStats and Explain answer UNAVAILABLE while this copy is not
+  // ready, and honour min_offsets. Without one (not replicated) a read with
+  // min_offsets is FAILED_PRECONDITION. Set before serving; it must outlive
+  // the handlers.
+  void AttachReadiness(const ServingReadiness* readiness) {
+    readiness_ = readiness;
+  }
   // What startup dropped as not owned (unowned_users.h), for GetServerStats.
   void SetUnownedUsersDropped(uint64_t users) {
     unowned_users_dropped_.store(users, std::memory_order_relaxed);
@@ -144,10 +154,11 @@ class ExposureFilterHandlers {
   };
   // The producer, or UNAVAILABLE naming `rpc` while none is attached.
   absl::StatusOr<const ExposureLog*> LogFor(absl::string_view rpc) const;
-  // Produces `messages` and answers `done` from their delivery reports.
+  // Produces `messages` and answers `done` from their delivery reports;
+  // `on_success` fills the response from the offsets Kafka gave them.
+  using OnWritten = absl::AnyInvocable<void(const WrittenOffsets&) &&>;
   void ProduceAndAnswer(const ExposureLog& log, absl::string_view rpc,
-                        std::vector<LogMessage> messages,
-                        absl::AnyInvocable<void() &&> on_success,
+                        std::vector<LogMessage> messages, OnWritten on_success,
                         WriteDone done);
   // Also keeps the exposures of traced users in the trace log.
   void TraceExposures(const exposure::v1::RecordExposureRequest& req,
@@ -160,6 +171,17 @@ class ExposureFilterHandlers {
                            const Surface** surface) const;
 
   absl::Status CheckAvailable() const;
+  using MinOffsets = google::protobuf::Map<int32_t, int64_t>;
+  // Input validation of a read's min_offsets (exposure_filter_read_
+  // freshness.cc): FAILED_PRECONDITION when non-empty on a server that is
+  // not replicated, INVALID_ARGUMENT for a partition outside [0, P) or a
+  // negative offset (the lowest bad partition is named).
+  absl::Status ValidateMinOffsets(const MinOffsets& min_offsets) const;
+  // After the user's ownership check: the listed partitions are owned here
+  // (else the not-owner answer), this copy is ready (lag gate) and has
+  // applied every listed offset; else UNAVAILABLE naming why.
+  absl::Status CheckFresh(absl::string_view rpc,
+                          const MinOffsets& min_offsets) const;
   absl::Status CheckTracedOwners(
       const google::protobuf::RepeatedPtrField<std::string>& user_ids) const;
   // OK when this replica owns the user (or is not partitioned).
@@ -180,6 +202,7 @@ class ExposureFilterHandlers {
   std::atomic<bool> available_{true};
   StoreDurability* durability_ = nullptr;
   const UserOwnershipGate* ownership_ = nullptr;
+  const ServingReadiness* readiness_ = nullptr;
   std::atomic<uint64_t> unowned_users_dropped_{0};
   std::unique_ptr<const ExposureLog> exposure_log_owned_;
   std::atomic<const ExposureLog*> exposure_log_{nullptr};

@@ -67,10 +67,11 @@ ExposureFilterHandlers::LogFor(absl::string_view rpc) const {
   return log;
 }
 
-void ExposureFilterHandlers::ProduceAndAnswer(
-    const ExposureLog& log, absl::string_view rpc,
-    std::vector<LogMessage> messages, absl::AnyInvocable<void() &&> on_success,
-    WriteDone done) {
+void ExposureFilterHandlers::ProduceAndAnswer(const ExposureLog& log,
+                                              absl::string_view rpc,
+                                              std::vector<LogMessage> messages,
+                                              OnWritten on_success,
+                                              WriteDone done) {
   std::vector<std::string> what;
   what.reserve(messages.size());
   for (const LogMessage& m : messages) what.push_back(m.what);
@@ -78,10 +79,10 @@ void ExposureFilterHandlers::ProduceAndAnswer(
       std::move(messages),
       [rpc = std::string(rpc), topic = log.producer->topic(),
        what = std::move(what), on_success = std::move(on_success),
-       done =
-           std::move(done)](std::vector<LogDeliveryFailure> failures) mutable {
+       done = std::move(done)](std::vector<LogDeliveryFailure> failures,
+                               WrittenOffsets written) mutable {
         if (failures.empty()) {
-          std::move(on_success)();
+          std::move(on_success)(written);
           std::move(done)(absl::OkStatus());
           return;
         }
@@ -134,12 +135,17 @@ void ExposureFilterHandlers::RecordExposureThroughLog(
   // "Recorded" here means in the log, which every owner applies; the
   // owners count the items again as they apply them
   // (exposure_filter_kafka_items_total).
-  auto on_success = [resp, items, expired] {
+  // The read-your-writes token (issue 16, M3): a read carrying it as
+  // min_offsets is served only by a copy that applied these offsets.
+  auto on_success = [resp, items, expired](const WrittenOffsets& written) {
     resp->set_items_recorded(items);
     resp->set_items_expired(expired);
+    for (const auto& [partition, offset] : written) {
+      (*resp->mutable_written_offsets())[partition] = offset;
+    }
   };
   if (messages.empty()) {
-    on_success();
+    on_success({});
     return std::move(done)(absl::OkStatus());
   }
   ProduceAndAnswer(**log, "RecordExposure", std::move(messages),
@@ -166,7 +172,13 @@ void ExposureFilterHandlers::DeleteUserThroughLog(
   messages.push_back((*log)->encoder.EncodeDeleteUser(req));
   ProduceAndAnswer(
       **log, "DeleteUser", std::move(messages),
-      [resp, existed] { resp->set_existed(existed); }, std::move(done));
+      [resp, existed](const WrittenOffsets& written) {
+        resp->set_existed(existed);
+        for (const auto& [partition, offset] : written) {
+          (*resp->mutable_written_offsets())[partition] = offset;
+        }
+      },
+      std::move(done));
 }
 
 }  // namespace exposure_filter

@@ -59,6 +59,10 @@ ExposureFilterServer::ExposureFilterServer(const ServerConfig& config)
 absl::StatusOr<std::unique_ptr<ExposureFilterServer>>
 ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   if (absl::Status st = config.transport.Validate(); !st.ok()) return st;
+  if (absl::Status st = ValidateMaxServingLag(config.max_serving_lag);
+      !st.ok()) {
+    return st;
+  }
   if (config.shards < 1 || config.shards > 65536 ||
       (config.shards & (config.shards - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -106,6 +110,11 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->ownership_gate_ = std::make_unique<UserOwnershipGate>(
       config.cluster, config.replica_address_template);
   s->handlers_->AttachOwnership(s->ownership_gate_.get());
+  // Replicated (issue 16, M3): reads are gated on this copy's lag from the
+  // start (refused until the consumer has caught up), and take min_offsets.
+  const bool replicated =
+      config.kafka.enabled() && config.cluster.replication_factor > 1;
+  if (replicated) s->handlers_->AttachReadiness(s->readiness_.get());
   const bool durable = !config.durability.data_dir.empty();
   if (durable) {
     // Lock the data_dir before listening: a second server on the same
@@ -178,6 +187,11 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   }
   grpc::HealthCheckServiceInterface* health =
       s->server_->GetHealthCheckService();
+  if (replicated && !durable) {
+    // NOT_SERVING until the consumer has caught up (ServingReadiness).
+    health->SetServingStatus(kServiceName, false);
+    health->SetServingStatus(false);
+  }
   if (durable) {
     // Serve health (NOT_SERVING) and UNAVAILABLE while the store loads, so
     // probes and clients see "starting" instead of connection refused.
@@ -286,8 +300,18 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     s->kafka_metrics_->Attach(s->kafka_ingest_.get());
     s->kafka_metrics_->AttachProducer(s->log_producer_.get());
   }
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
+  if (replicated) {
+    // Readiness follows the copy's lag from now on: NOT_SERVING until the
+    // consumer has caught up with the log's end seen at start.
+    s->readiness_->Start(s->kafka_ingest_.get(), config.max_serving_lag,
+                         [health](bool serving) {
+                           health->SetServingStatus(kServiceName, serving);
+                           health->SetServingStatus(serving);
+                         });
+  } else {
+    health->SetServingStatus(kServiceName, true);
+    health->SetServingStatus(true);
+  }
   s->sweeper_ = std::thread([p = s.get()] { p->HousekeepingLoop(); });
   return s;
 }
@@ -353,6 +377,8 @@ void ExposureFilterServer::Shutdown() {
   // destroyed without a gRPC server: nothing to shut down.
   if (server_ == nullptr) return;
   absl::call_once(shutdown_once_, [this] {
+    // Before NOT_SERVING below: the monitor must not flip it back.
+    readiness_->Stop();
     grpc::HealthCheckServiceInterface* health =
         server_->GetHealthCheckService();
     health->SetServingStatus(kServiceName, false);

@@ -30,6 +30,7 @@
 #include "src/server/security/admin_audit.h"
 #include "src/server/security/authorization_metrics.h"
 #include "src/server/security/rpc_authorizer.h"
+#include "src/server/serving_readiness.h"
 #include "src/server/user_ownership_gate.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
@@ -66,9 +67,9 @@ class ExposureFilterServer {
   const GrpcServerMetrics& grpc_metrics() const { return *grpc_metrics_; }
   // The Prometheus collectables /metrics serves.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {grpc_metrics_,         metrics_,   process_metrics_,
-            durability_metrics_,   admission_, kafka_metrics_,
-            authorization_metrics_};
+    return {grpc_metrics_,          metrics_,   process_metrics_,
+            durability_metrics_,    admission_, kafka_metrics_,
+            authorization_metrics_, readiness_};
   }
   // Traced users' exact exposures (issue 6); Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -82,6 +83,8 @@ class ExposureFilterServer {
   KafkaIngest* kafka_ingest() { return kafka_ingest_.get(); }
   // The replicated write path's producer; null unless R >= 2.
   ExposureLogProducer* log_producer() { return log_producer_.get(); }
+  // Lag-gated reads (issue 16, M3); started only with R >= 2.
+  const ServingReadiness& readiness() const { return *readiness_; }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -119,6 +122,11 @@ class ExposureFilterServer {
   // to the topic; closed after the gRPC server drained (its last calls get
   // their delivery reports), before the consumer stops.
   std::unique_ptr<ExposureLogProducer> log_producer_;
+  // Lag-gated reads (issue 16, M3): attached to the handlers before they
+  // serve, started with the consumer, stopped first at shutdown (it flips
+  // health). Shared with the /metrics collectables.
+  std::shared_ptr<ServingReadiness> readiness_ =
+      std::make_shared<ServingReadiness>();
   std::unique_ptr<AdminHttpServer> admin_;
   // Authorization and audit (issue 21); outlive server_, which points at
   // them (auth metadata processor, interceptor). authorizer_ is null when

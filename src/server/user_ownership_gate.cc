@@ -1,5 +1,8 @@
 #include "src/server/user_ownership_gate.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "exposure_filter/owner_hint.h"
@@ -16,9 +19,28 @@ std::string UserOwnershipGate::ReplicaAddress(int32_t ordinal) const {
 absl::Status UserOwnershipGate::Check(absl::string_view field,
                                       absl::string_view user_id) const {
   if (ownership_.OwnsUser(user_id)) return absl::OkStatus();
+  return NotOwner(field,
+                  absl::StrCat("user \"", user_id, "\" is in partition ",
+                               ownership_.PartitionOfUser(user_id)),
+                  ownership_.PartitionOfUser(user_id));
+}
+
+absl::Status UserOwnershipGate::CheckPartition(absl::string_view field,
+                                               int32_t partition) const {
+  const std::vector<int32_t> owned = ownership_.OwnedPartitions();
+  if (!ownership_.partitioned() ||
+      std::find(owned.begin(), owned.end(), partition) != owned.end()) {
+    return absl::OkStatus();
+  }
+  return NotOwner(field, absl::StrCat("partition ", partition), partition);
+}
+
+absl::Status UserOwnershipGate::NotOwner(absl::string_view field,
+                                         absl::string_view what,
+                                         int32_t partition) const {
   const ClusterOptions& cluster = ownership_.options();
   OwnerHint hint;
-  hint.partition = ownership_.PartitionOfUser(user_id);
+  hint.partition = partition;
   hint.ordinal = ReplicaForPartition(hint.partition, cluster.replicas);
   hint.partitions = cluster.partitions;
   hint.replicas = cluster.replicas;
@@ -27,7 +49,8 @@ absl::Status UserOwnershipGate::Check(absl::string_view field,
   hint.address = ReplicaAddress(hint.ordinal);
   // "replica 4 (addr)" or, replicated, "replicas 4 (addr), 5 (addr)".
   std::string owners;
-  for (int32_t owner : ownership_.OwnersOfUser(user_id)) {
+  for (int32_t owner : OwnersOfPartition(partition, cluster.replicas,
+                                         cluster.replication_factor)) {
     const std::string address = ReplicaAddress(owner);
     absl::StrAppend(&owners, owners.empty() ? "" : ", ", owner,
                     address.empty() ? "" : absl::StrCat(" (", address, ")"));
@@ -36,10 +59,9 @@ absl::Status UserOwnershipGate::Check(absl::string_view field,
   // User ids are bounded (--max_id_bytes) and already validated: quoting
   // one in the message is safe and is what an operator needs to reproduce.
   absl::Status status = absl::FailedPreconditionError(absl::StrCat(
-      field, ": user \"", user_id, "\" is in partition ", hint.partition,
-      " of ", hint.partitions, ", owned by replica", replicated ? "s " : " ",
-      owners, ", not by this replica ", cluster.replica_ordinal, " of ",
-      hint.replicas,
+      field, ": ", what, " of ", hint.partitions, ", owned by replica",
+      replicated ? "s " : " ", owners, ", not by this replica ",
+      cluster.replica_ordinal, " of ", hint.replicas,
       replicated
           ? absl::StrCat("; send it to an owner (owner i < ",
                          cluster.replication_factor,

@@ -37,6 +37,9 @@ class UserOwnershipGate {
   // replica r (address) ..." (R >= 2: "replicas r1 (a1), r2 (a2)"),
   // carrying the OwnerHint payload.
   absl::Status Check(absl::string_view field, absl::string_view user_id) const;
+  // The same answer for a partition named directly (a read's min_offsets,
+  // issue 16): OK when this replica is one of its owners.
+  absl::Status CheckPartition(absl::string_view field, int32_t partition) const;
 
   // OK unless the deployment is replicated (R >= 2): then `rpc` (a write
   // answered by this replica alone, RecordExposure or DeleteUser) is
@@ -48,6 +51,11 @@ class UserOwnershipGate {
   std::string ReplicaAddress(int32_t ordinal) const;
 
  private:
+  // FailedPrecondition "<field>: <what> of P, owned by replica(s) ..." with
+  // the OwnerHint of `partition`.
+  absl::Status NotOwner(absl::string_view field, absl::string_view what,
+                        int32_t partition) const;
+
   const ReplicaOwnership ownership_;
   const std::string address_template_;
 };

@@ -7,6 +7,7 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -58,6 +59,7 @@ class ExposureLogProducerTest : public ::testing::Test {
     int32_t partition;
     std::string key;
     std::string op;
+    int64_t offset = -1;
   };
   std::vector<Read> ReadAll(size_t want) {
     std::string err;
@@ -79,7 +81,7 @@ class ExposureLogProducerTest : public ::testing::Test {
     while (out.size() < want && absl::Now() < deadline) {
       std::unique_ptr<RdKafka::Message> m(c->consume(100));
       if (m->err() != RdKafka::ERR_NO_ERROR) continue;
-      Read r{m->partition(), *m->key(), ""};
+      Read r{m->partition(), *m->key(), "", m->offset()};
       if (m->headers() != nullptr) {
         const RdKafka::Headers::Header h = m->headers()->get_last(kLogOpHeader);
         if (h.err() == RdKafka::ERR_NO_ERROR) {
@@ -104,9 +106,11 @@ TEST_F(ExposureLogProducerTest, MessagesLandInTheirKeysPartitionWithTheOp) {
   messages.push_back(Message("u3", /*del=*/true));
   absl::Notification done;
   std::vector<LogDeliveryFailure> failures;
+  WrittenOffsets written;
   producer->Produce(std::move(messages),
-                    [&](std::vector<LogDeliveryFailure> f) {
+                    [&](std::vector<LogDeliveryFailure> f, WrittenOffsets w) {
                       failures = std::move(f);
+                      written = std::move(w);
                       done.Notify();
                     });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
@@ -114,8 +118,13 @@ TEST_F(ExposureLogProducerTest, MessagesLandInTheirKeysPartitionWithTheOp) {
   const std::vector<Read> got = ReadAll(21);
   ASSERT_EQ(got.size(), 21u);
   int deletes = 0;
+  // The call's token (issue 16, M3): per partition, the offset of its last
+  // message there, as a reader of the topic sees it.
+  WrittenOffsets last_read;
   for (const Read& r : got) {
     EXPECT_EQ(r.partition, KafkaPartitionForKey(r.key, kPartitions)) << r.key;
+    int64_t& last = last_read.try_emplace(r.partition, r.offset).first->second;
+    last = std::max(last, r.offset);
     if (!r.op.empty()) {
       EXPECT_EQ(r.op, kLogOpDeleteUser);
       EXPECT_EQ(r.key, "u3");
@@ -123,6 +132,7 @@ TEST_F(ExposureLogProducerTest, MessagesLandInTheirKeysPartitionWithTheOp) {
     }
   }
   EXPECT_EQ(deletes, 1);
+  EXPECT_EQ(written, last_read);
   const ExposureLogProducerStats s = producer->stats();
   EXPECT_EQ(s.messages_acked, 21u);
   EXPECT_EQ(s.messages_in_flight, 0u);
@@ -141,7 +151,8 @@ TEST_F(ExposureLogProducerTest, ConcurrentCallersEachGetOneAnswer) {
       for (int i = 0; i < kCalls; ++i) {
         std::vector<LogMessage> m = {Message(absl::StrCat("t", t, "-", i)),
                                      Message(absl::StrCat("x", t, "-", i))};
-        producer->Produce(std::move(m), [&](std::vector<LogDeliveryFailure> f) {
+        producer->Produce(std::move(m), [&](std::vector<LogDeliveryFailure> f,
+                                            WrittenOffsets) {
           if (!f.empty()) failed.fetch_add(1);
           answered.fetch_add(1);
         });
@@ -167,7 +178,7 @@ TEST_F(ExposureLogProducerTest, CloseAnswersEveryWaitingCallWithItsFailures) {
   absl::Notification done;
   std::vector<LogDeliveryFailure> failures;
   producer->Produce({Message("a"), Message("b")},
-                    [&](std::vector<LogDeliveryFailure> f) {
+                    [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
                       failures = std::move(f);
                       done.Notify();
                     });
@@ -178,9 +189,10 @@ TEST_F(ExposureLogProducerTest, CloseAnswersEveryWaitingCallWithItsFailures) {
   ASSERT_EQ(failures.size(), 2u);
   // And a call after Close fails at once, inline.
   bool answered = false;
-  producer->Produce({Message("c")}, [&](std::vector<LogDeliveryFailure> f) {
-    answered = f.size() == 1;
-  });
+  producer->Produce({Message("c")},
+                    [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+                      answered = f.size() == 1;
+                    });
   EXPECT_TRUE(answered);
 }
 

@@ -49,7 +49,8 @@ class ReplicatedClusterTest : public ::testing::Test {
   // Replica `ordinal`'s configuration (format: binary Exposure messages).
   ServerConfig Config(int32_t ordinal);
   // Starts the kReplicas servers with Config(r) (as edited by `edit`, if
-  // set) and a stub for each.
+  // set) and a stub for each, and waits until each serves reads (caught up
+  // with the log, issue 16 M3).
   void StartAll();
   // FilterRecalled of `item` for `user` on replica r: its status, and in
   // *removed whether the item was filtered (the copy holds the exposure).

@@ -257,10 +257,13 @@ TEST_F(ReplicatedWritesFailureTest, APartialFailureNamesWhatWasNotWritten) {
   ASSERT_LT(on_broker2.size(), users.size());
   // A permanent error of the partition's batch, which librdkafka does not
   // retry (a topic-level one such as an authorization failure would fail
-  // every partition). Broker 2 leads one partition of these users (3), so
-  // the call sends it one Produce request.
+  // every partition). Broker 2 leads one partition of these users (3). The
+  // call's messages to it may go in one Produce request or in several
+  // (linger.ms=0 sends what is queued as soon as it can: a warm producer
+  // often sends the first message alone), so up to one request per message
+  // fails; errors left over fail the first tries of the retry below.
   cluster_->FailNextProduceRequestsOn(2, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
-                                      1);
+                                      on_broker2.size());
   exposure::v1::RecordExposureRequest req;
   for (size_t i = 0; i < users.size(); ++i) {
     exposure::v1::Exposure* e = req.add_exposures();

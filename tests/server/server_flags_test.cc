@@ -24,6 +24,7 @@ ABSL_DECLARE_FLAG(int32_t, replicas);
 ABSL_DECLARE_FLAG(int32_t, replica_ordinal);
 ABSL_DECLARE_FLAG(int32_t, replication_factor);
 ABSL_DECLARE_FLAG(std::string, kafka_brokers);
+ABSL_DECLARE_FLAG(absl::Duration, max_serving_lag);
 
 namespace exposure_filter {
 namespace {
@@ -31,9 +32,10 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr const char* kVariables[] = {
-    "EXPOSURE_FILTER_SHARDS",       "EXPOSURE_FILTER_RETENTION",
-    "EXPOSURE_FILTER_SURFACES",     "EXPOSURE_FILTER_LISTEN",
-    "EXPOSURE_FILTER_MAX_ID_BYTES", "EXPOSURE_FILTER_REPLICATION_FACTOR"};
+    "EXPOSURE_FILTER_SHARDS",         "EXPOSURE_FILTER_RETENTION",
+    "EXPOSURE_FILTER_SURFACES",       "EXPOSURE_FILTER_LISTEN",
+    "EXPOSURE_FILTER_MAX_ID_BYTES",   "EXPOSURE_FILTER_REPLICATION_FACTOR",
+    "EXPOSURE_FILTER_MAX_SERVING_LAG"};
 
 class ServerFlagsTest : public ::testing::Test {
  protected:
@@ -155,6 +157,29 @@ TEST_F(ServerFlagsTest, ReplicationFactorIsValidatedNamingTheFlags) {
   absl::SetFlag(&FLAGS_replication_factor, 0);
   EXPECT_THAT(Message(ConfigFromFlags().status()),
               HasSubstr("--replication_factor must be >= 1"));
+}
+
+// Issue 16, M3: --max_serving_lag, default 1s, 0 turns the gate off, from
+// the environment like the rest; negative is refused naming the flag.
+TEST_F(ServerFlagsTest, MaxServingLagIsValidatedNamingTheFlag) {
+  {
+    absl::StatusOr<ServerConfig> config = ConfigFromFlags();
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->max_serving_lag, absl::Seconds(1));
+  }
+  setenv("EXPOSURE_FILTER_MAX_SERVING_LAG", "250ms", 1);
+  ASSERT_TRUE(ApplyEnvironmentOverrides().ok());
+  {
+    absl::StatusOr<ServerConfig> config = ConfigFromFlags();
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->max_serving_lag, absl::Milliseconds(250));
+  }
+  absl::SetFlag(&FLAGS_max_serving_lag, absl::ZeroDuration());
+  EXPECT_TRUE(ConfigFromFlags().ok());
+  absl::SetFlag(&FLAGS_max_serving_lag, absl::Seconds(-2));
+  EXPECT_THAT(Message(ConfigFromFlags().status()),
+              HasSubstr("--max_serving_lag=-2s: must be a finite duration "
+                        ">= 0"));
 }
 
 }  // namespace

@@ -191,6 +191,13 @@ class RoutingClient:
     on with the owners not tried yet. stats() counts failovers, hedges,
     placement updates and failed tries per replica. Thread-safe.
 
+    Read-your-writes (issue 16, M3; docs/scale-out.md "Consistency"): a
+    replicated server answers a write with the Kafka offsets it got
+    (`written_offsets`; `written_offsets(results)` merges a routed
+    record_exposure's). A read given them as `min_offsets=` sends them; an
+    owner that has not applied them answers UNAVAILABLE and the read fails
+    over like any other UNAVAILABLE.
+
         router = RoutingClient([ExposureFilterClient(connect(a))
                                 for a in addresses], partitions=12,
                                replication_factor=2, per_try_timeout_s=0.2)
@@ -389,25 +396,32 @@ class RoutingClient:
                 "every owner failed (%d of %d tried): %s"
                 % (len(tries), len(owners), "; ".join(failures)), failures)
 
-    def _routed(self, rpc, request, hedge=True):
+    def _routed(self, rpc, request, hedge=True, min_offsets=None):
+        if min_offsets:
+            # A copy: the caller's request is left as it was.
+            with_offsets = type(request)()
+            with_offsets.CopyFrom(request)
+            with_offsets.min_offsets.update(min_offsets)
+            request = with_offsets
         return self._failover(rpc, request, request.user_id,
                               self.owners_for_user(request.user_id), hedge)
 
-    def filter_recalled(self, request):
-        return self._routed("FilterRecalled", request)
+    def filter_recalled(self, request, min_offsets=None):
+        return self._routed("FilterRecalled", request,
+                            min_offsets=min_offsets)
 
-    def get_filter(self, request):
-        return self._routed("GetFilter", request)
+    def get_filter(self, request, min_offsets=None):
+        return self._routed("GetFilter", request, min_offsets=min_offsets)
 
-    def get_user_stats(self, request):
-        return self._routed("GetUserStats", request)
+    def get_user_stats(self, request, min_offsets=None):
+        return self._routed("GetUserStats", request, min_offsets=min_offsets)
 
     def delete_user(self, request):
         # A write (deleting twice deletes once): fails over, never hedged.
         return self._routed("DeleteUser", request, hedge=False)
 
-    def explain(self, request):
-        return self._routed("Explain", request)
+    def explain(self, request, min_offsets=None):
+        return self._routed("Explain", request, min_offsets=min_offsets)
 
     def record_exposure(self, request):
         """Returns [(replica, [exposure indices], response or exception)]
@@ -435,6 +449,17 @@ class RoutingClient:
                 outcome = e
             results.append((replica, indices, outcome))
         return results
+
+
+def written_offsets(results):
+    """{partition: offset} of a routed record_exposure's successful owners
+    (the highest offset per partition): a later read's min_offsets."""
+    merged = {}
+    for _, _, outcome in results:
+        for partition, offset in getattr(outcome, "written_offsets",
+                                         {}).items():
+            merged[partition] = max(offset, merged.get(partition, offset))
+    return merged
 
 
 class FilterCache:

@@ -18,7 +18,7 @@ import grpc
 from exposure.v1 import exposure_filter_pb2 as pb
 from exposure_filter.client import (SERVICE, ExposureFilterClient,
                                     OwnersFailed, RoutingClient, RoutingError,
-                                    connect)
+                                    connect, written_offsets)
 from exposure_filter.partitioning import replica_for_user
 
 PARTITIONS, REPLICAS = 12, 3
@@ -33,6 +33,7 @@ class _Replica:
         self.mode = "ok"
         self.hint = ""
         self.calls = 0
+        self.min_offsets = []  # per FilterRecalled call, as received
         self.release = threading.Event()
         self._lock = threading.Lock()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -71,12 +72,19 @@ class _Replica:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "not mine")
 
     def _filter_recalled(self, request, context):
+        self.min_offsets.append(dict(request.min_offsets))
+        if self.mode == "behind" and request.min_offsets:
+            # A copy that has not applied the offsets (issue 16, M3).
+            with self._lock:
+                self.calls += 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, "min_offsets: behind")
         self._enter(context)
         return pb.FilterRecalledResponse(kept_ids=request.candidate_ids)
 
     def _record_exposure(self, request, context):
         self._enter(context)
-        return pb.RecordExposureResponse(items_recorded=1)
+        return pb.RecordExposureResponse(items_recorded=1,
+                                         written_offsets={3: 41, 5: 7})
 
 
 class RoutingFailoverTest(unittest.TestCase):
@@ -250,6 +258,29 @@ class RoutingFailoverTest(unittest.TestCase):
         router.filter_recalled(self.recall())
         self.assertEqual(self.calls(), [1, 0, 0])
         self.assertEqual(router.stats()["hedges"], 0)
+
+    def test_min_offsets_are_sent_and_a_copy_behind_fails_over(self):
+        self.replicas[0].mode = "behind"
+        router = self.router()
+        request = self.recall()
+        # Without offsets owner 0 answers; with them it is behind, owner 1
+        # answers; the caller's request is not changed.
+        self.assertEqual(list(router.filter_recalled(request).kept_ids), [7])
+        self.assertEqual(list(router.filter_recalled(
+            request, min_offsets={4: 12}).kept_ids), [7])
+        self.assertEqual(len(request.min_offsets), 0)
+        self.assertEqual(self.replicas[0].min_offsets, [{}, {4: 12}])
+        self.assertEqual(self.replicas[1].min_offsets, [{4: 12}])
+        self.assertEqual(router.stats()["failovers"], 1)
+
+    def test_written_offsets_merge_the_owners_answers(self):
+        router = self.router()
+        request = pb.RecordExposureRequest(exposures=[
+            pb.Exposure(user_id="user:%d" % i, item_ids=[1])
+            for i in range(20)])
+        results = router.record_exposure(request)
+        self.assertGreater(len(results), 1)
+        self.assertEqual(written_offsets(results), {3: 41, 5: 7})
 
     def test_bad_options_name_the_field(self):
         with self.assertRaisesRegex(ValueError, "replication_factor"):

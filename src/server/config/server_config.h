@@ -138,10 +138,20 @@ struct ServerConfig {
   // replaced, e.g. "exposure-filter-{ordinal}.exposure-filter:50051";
   // "" = errors name the ordinal only.
   std::string replica_address_template;
+  // High availability (issue 16, M3): with --replication_factor >= 2 a copy
+  // lagging the Kafka log by more than this (docs/scale-out.md defines the
+  // lag), or still replaying it after its start, reports NOT_SERVING and
+  // answers reads UNAVAILABLE so clients use another owner. Zero turns the
+  // gate off (read-your-writes min_offsets still hold). Ignored otherwise.
+  absl::Duration max_serving_lag = absl::Seconds(1);
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;
 };
+
+// OK when `lag` is a finite duration >= 0; else InvalidArgument naming
+// --max_serving_lag.
+absl::Status ValidateMaxServingLag(absl::Duration lag);
 
 }  // namespace exposure_filter
 

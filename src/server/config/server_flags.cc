@@ -168,6 +168,11 @@ ABSL_FLAG(int32_t, replication_factor, 1,
           "owners of every partition (R, 1 <= R <= N): partition p is owned "
           "by replicas (p + i) mod N, i < R, each consuming it from Kafka; "
           "R >= 2 needs --kafka_brokers (docs/scale-out.md)");
+ABSL_FLAG(absl::Duration, max_serving_lag, absl::Seconds(1),
+          "--replication_factor >= 2: a copy lagging the Kafka log by more "
+          "than this, or replaying it after its start, reports NOT_SERVING "
+          "and answers reads UNAVAILABLE (clients use another owner); 0 "
+          "turns the gate off (docs/scale-out.md)");
 ABSL_FLAG(std::string, replica_address_template, "",
           "address of replica {ordinal}, named in the FAILED_PRECONDITION "
           "answer for another replica's user, e.g. "
@@ -237,7 +242,7 @@ constexpr const char* kEnvFlags[] = {
     // Scale-out (issue 7): partition ownership (deploy/ sets them by env).
     "partitions", "replicas", "replica_ordinal", "replica_address_template",
     // High availability (issue 16).
-    "replication_factor"};
+    "replication_factor", "max_serving_lag"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -495,6 +500,10 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
     return s;
   }
   c.replica_address_template = absl::GetFlag(FLAGS_replica_address_template);
+  c.max_serving_lag = absl::GetFlag(FLAGS_max_serving_lag);
+  if (absl::Status s = ValidateMaxServingLag(c.max_serving_lag); !s.ok()) {
+    return s;
+  }
   return c;
 }
 
