@@ -111,7 +111,8 @@ void GrowInRealTime(size_t per_call, Growth* g) {
     clock.Advance(absl::Milliseconds(e.t - clock.NowMs()));
     std::vector<uint64_t> items(per_call);
     for (uint64_t& h : items) h = HashItemId(item_rng[e.user]());
-    const UserExposures ue{id(e.user), items, e.t};
+    const std::string user = id(e.user);
+    const UserExposures ue{user, items, e.t};
     store.Record(surface, {&ue, 1});
     recorded[e.user].insert(recorded[e.user].end(), items.begin(), items.end());
     ASSERT_NO_FATAL_FAILURE(check(e.user, "after a write"));
