@@ -26,6 +26,7 @@
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
 #include "src/store/surface_registry.h"
+#include "tests/common/session_schedule.h"
 
 namespace exposure_filter {
 namespace {
@@ -52,12 +53,12 @@ void RandomHashesInto(size_t n, uint64_t seed, std::vector<uint64_t>* h) {
 std::string UserId(int u) { return absl::StrFormat("u%011d", u); }
 
 struct Population {
-  ManualClock clock{kNow};
+  ManualClock clock;
   std::unique_ptr<SurfaceRegistry> registry;
   std::unique_ptr<ShardedFilterStore> store;
   const Surface* surface = nullptr;
 
-  Population() {
+  explicit Population(int64_t now_ms = kNow) : clock(now_ms) {
     registry = *SurfaceRegistry::Create(FilterPolicyOptions{}, {}, 8);
     store = std::make_unique<ShardedFilterStore>(64, &clock, registry.get());
     surface = *registry->GetOrCreate("homefeed");
@@ -235,6 +236,35 @@ std::vector<Call> PatternCalls(int pattern, int u, size_t* zipf_items) {
   return calls;
 }
 
+// After the users went idle: the mean union bound F
+// (GetUserStats.estimated_fp_rate), the FP measured with 20,000
+// never-recorded candidates per user (pooled over every `fp_every`-th user)
+// and the false negatives among every recorded item (must be 0).
+void MeasureStored(benchmark::State& state, const Population& p,
+                   const std::vector<std::vector<Call>>& calls, int fp_every) {
+  const int users = static_cast<int>(calls.size());
+  const std::vector<uint64_t> fresh = RandomHashes(20'000, 7);
+  double claimed = 0, probed = 0, bound = 0, false_negatives = 0;
+  for (int u = 0; u < users; ++u) {
+    if (u % fp_every == 0) {
+      claimed += p.FpRate(u, fresh) * fresh.size();
+      probed += fresh.size();
+    }
+    bound += p.store->GetUserStats(*p.surface, UserId(u))->estimated_fp_rate;
+    std::vector<uint64_t> recorded;
+    for (const Call& call : calls[u]) {
+      const std::vector<uint64_t> r = RandomHashes(call.items, call.seed);
+      recorded.insert(recorded.end(), r.begin(), r.end());
+    }
+    std::vector<uint8_t> keep(recorded.size(), 1);
+    p.store->RemoveExposed(*p.surface, UserId(u), recorded, keep.data());
+    false_negatives += std::count(keep.begin(), keep.end(), 1);
+  }
+  state.counters["fp_measured"] = claimed / probed;
+  state.counters["fp_bound_mean"] = bound / users;
+  state.counters["false_negatives"] = false_negatives;
+}
+
 void BM_Issue15Patterns(benchmark::State& state) {
   const int pattern = static_cast<int>(state.range(0));
   static const char* kNames[] = {"2000 in one call",
@@ -296,32 +326,111 @@ void BM_Issue15Patterns(benchmark::State& state) {
       state.counters["day10_B_per_user"] = at_day[0];
       state.counters["day20_B_per_user"] = at_day[1];
     }
-    const std::vector<uint64_t> fresh = RandomHashes(20'000, 7);
-    double claimed = 0, probed = 0, bound = 0, false_negatives = 0;
-    for (int u = 0; u < users; ++u) {
-      if (pattern != 6 || u % 10 == 0) {
-        claimed += p.FpRate(u, fresh) * fresh.size();
-        probed += fresh.size();
-      }
-      bound += p.store->GetUserStats(*p.surface, UserId(u))->estimated_fp_rate;
-      std::vector<uint64_t> recorded;
-      for (const Call& call : calls[u]) {
-        const std::vector<uint64_t> r = RandomHashes(call.items, call.seed);
-        recorded.insert(recorded.end(), r.begin(), r.end());
-      }
-      std::vector<uint8_t> keep(recorded.size(), 1);
-      p.store->RemoveExposed(*p.surface, UserId(u), recorded, keep.data());
-      false_negatives += std::count(keep.begin(), keep.end(), 1);
-    }
-    state.counters["fp_measured"] = claimed / probed;
-    state.counters["fp_bound_mean"] = bound / users;
-    state.counters["false_negatives"] = false_negatives;
+    MeasureStored(state, p, calls, pattern == 6 ? 10 : 1);
     state.counters["avg_items_per_user"] = items / users;
     state.SetLabel(kNames[pattern]);
   }
 }
 BENCHMARK(BM_Issue15Patterns)
     ->DenseRange(0, 6)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// The spread patterns of BM_Issue15Patterns (rows 2 and 3: 2,000 items over
+// 29 days, range(0) = 0: 20 per call, 1: 1 per call; 300 users) with the
+// store's clock following the event times: each user's calls fall in 3-4
+// sessions a day at random hours, 30 s apart within a session
+// (tests/common/session_schedule.h), and the sweeper runs every minute of
+// that clock (the server's default sweep_interval), so it seals a user's
+// open slices once the user has been idle an hour between sessions
+// (UserFilter::SealIdle), as in production. The compressed rows above are
+// the backfill-like worst case: 29 days of writes within seconds of wall
+// time, no idle hour until the end.
+// peak_B_per_user: the largest mean accounted bytes over the population at
+// any moment (after every write and every sweep); user_peak_B_mean / _max:
+// each user's largest GetUserStats.bytes after any of its writes (a sweep
+// only shrinks a user), mean and worst over the users; written_B_per_user
+// right after the last write; accounted after 2 more hours of sweeps.
+void BM_Issue15RealTime(benchmark::State& state) {
+  const size_t per_call = state.range(0) == 0 ? 20 : 1;
+  constexpr int kUsers = 300;
+  constexpr int64_t kSweepMs = 60'000;
+  const int64_t start = kNow - 29 * kDay;
+  for (auto _ : state) {
+    struct Event {
+      int64_t t;
+      int user;
+      size_t call;
+    };
+    std::vector<std::vector<Call>> calls(kUsers);
+    std::vector<Event> events;
+    for (int u = 0; u < kUsers; ++u) {
+      std::mt19937_64 rng(1000 + u);
+      const std::vector<int64_t> times = testing::SessionCallTimes(
+          testing::SessionSchedule{}, start, 2000 / per_call, rng);
+      for (size_t c = 0; c < times.size(); ++c) {
+        calls[u].push_back({rng(), per_call, times[c]});
+        events.push_back({times[c], u, c});
+      }
+    }
+    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+      return a.t != b.t ? a.t < b.t : a.user < b.user;
+    });
+    std::vector<uint64_t> h;
+    h.reserve(per_call);
+    std::vector<double> user_peak(kUsers, 0);
+    const size_t heap_before = mallinfo2().uordblks;
+    Population p(start);
+    double peak = 0;
+    auto mean_bytes = [&] {
+      return static_cast<double>(
+                 p.store->Usage(p.registry->All().size()).bytes) /
+             kUsers;
+    };
+    int64_t next_sweep = start + kSweepMs;
+    // Every sweep due up to `t`, at its time.
+    auto sweep_until = [&](int64_t t) {
+      for (; next_sweep <= t; next_sweep += kSweepMs) {
+        p.clock.Advance(absl::Milliseconds(next_sweep - p.clock.NowMs()));
+        p.store->DropExpired();
+        peak = std::max(peak, mean_bytes());
+      }
+    };
+    double items = 0;
+    for (const Event& e : events) {
+      sweep_until(e.t);
+      p.clock.Advance(absl::Milliseconds(e.t - p.clock.NowMs()));
+      const Call& call = calls[e.user][e.call];
+      RandomHashesInto(call.items, call.seed, &h);
+      const std::string id = UserId(e.user);
+      const UserExposures ue{id, h, call.event_ms};
+      p.store->Record(*p.surface, {&ue, 1});
+      items += static_cast<double>(call.items);
+      user_peak[e.user] = std::max(
+          user_peak[e.user],
+          static_cast<double>(p.store->GetUserStats(*p.surface, id)->bytes));
+      peak = std::max(peak, mean_bytes());
+    }
+    const double written = mean_bytes();
+    sweep_until(p.clock.NowMs() + 2 * 3600 * 1000);
+    Report(state, p, heap_before, kUsers, items);
+    state.counters["written_B_per_user"] = written;
+    state.counters["peak_B_per_user"] = peak;
+    double sum = 0, worst = 0;
+    for (double b : user_peak) {
+      sum += b;
+      worst = std::max(worst, b);
+    }
+    state.counters["user_peak_B_mean"] = sum / kUsers;
+    state.counters["user_peak_B_max"] = worst;
+    MeasureStored(state, p, calls, 1);
+    state.counters["avg_items_per_user"] = items / kUsers;
+    state.SetLabel(per_call == 20 ? "2000 20/call 29 days, sessions"
+                                  : "2000 1/call 29 days, sessions");
+  }
+}
+BENCHMARK(BM_Issue15RealTime)
+    ->DenseRange(0, 1)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
