@@ -60,7 +60,12 @@ double MeanBytes(Pattern p, int users, bool idle) {
     UserFilter f(kKey);
     for (const Write& w : Writes(p, rng))
       f.Record(policy, w.hashes, w.event_ms);
-    if (idle) f.SealIdle(policy, f.last_active_ms() + RunSizing::kIdleSealMs);
+    // An hour after the last write (the sweeper's idle time): the spread
+    // patterns' newest slice ended at kNow - 3 h, the others' is kNow's.
+    if (idle) {
+      f.SealIdle(policy, kNow + RunSizing::kIdleSealMs,
+                 f.last_active_ms() + RunSizing::kIdleSealMs);
+    }
     EXPECT_LE(f.FpBound(policy, kNow), policy.fp_rate());
     total += static_cast<double>(f.MemoryBytes() + kSlotBytes);
   }
@@ -190,7 +195,8 @@ TEST(Format2MemoryTest, AQuietSealThatWouldGainLittleWaitsForTheIdleSeal) {
       EXPECT_EQ(open, s.index == newest || (waits && s.index == newest - 1))
           << PatternName(p) << " slice " << s.index;
     }
-    EXPECT_TRUE(f.SealIdle(policy, f.last_active_ms() + RunSizing::kIdleSealMs))
+    EXPECT_TRUE(f.SealIdle(policy, kNow + RunSizing::kIdleSealMs,
+                           f.last_active_ms() + RunSizing::kIdleSealMs))
         << PatternName(p);
     ASSERT_LE(f.FpBound(policy, kNow), policy.fp_rate()) << PatternName(p);
     ASSERT_NO_FATAL_FAILURE(
