@@ -801,8 +801,7 @@ bool UserFilter::SealIdle(const FilterPolicy& policy, int64_t now_ms,
   }
   Tables t = Decode();
   if (t.slices.empty()) return false;
-  const bool newest_ended =
-      policy.SliceEndMs(t.slices.back().index) <= now_ms;
+  const bool newest_ended = policy.SliceEndMs(t.slices.back().index) <= now_ms;
   // Open runs the seal may take (runs are stored slice by slice): none is
   // the sweeper's common case, checked without planning.
   bool any_open = false;
@@ -1014,9 +1013,27 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       if (open < slice.runs.size()) MergeTail(slice, open);
       uint64_t slice_items = 0;
       for (const RunPlan& r : slice.runs) slice_items += r.meta.count;
-      const OpenRunShape shape =
-          RunSizing::NewOpenRun(budget, fp, slice_items + m, items + m, window,
-                                /*first_run=*/items == 0);
+      // The newest slice: its final count from the user's rate over its
+      // live history (RunSizing::RateExpectedItems); its run may take more
+      // of what is left once no older slice is open.
+      double rate_expected = 0;
+      bool older_sealed = true;
+      for (size_t i = 0; i + 1 < plan.size(); ++i) {
+        for (const RunPlan& r : plan[i].runs) older_sealed &= !r.meta.open;
+      }
+      if (items > 0 && pos + 1 == plan.size()) {
+        int64_t first_ms = event_ms;
+        for (const SlicePlan& s : plan) {
+          if (!s.runs.empty())
+            first_ms = std::min(first_ms, s.meta.min_event_ms);
+        }
+        rate_expected = RunSizing::RateExpectedItems(
+            slice_items + m, items + m, event_ms - first_ms,
+            policy.SliceEndMs(index) - event_ms, policy.slice_span_ms());
+      }
+      const OpenRunShape shape = RunSizing::NewOpenRun(
+          budget, fp, slice_items + m, items + m, window,
+          /*first_run=*/items == 0, rate_expected, older_sealed);
       RunPlan r;
       r.meta.precision = static_cast<uint8_t>(shape.precision);
       r.meta.universe = shape.universe;

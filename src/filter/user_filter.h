@@ -186,10 +186,10 @@ class UserFilter {
   // slice and field unless: at most kMaxPartsSlices slices in strictly
   // ascending index order; min_event_ms <= max_event_ms; every slice holds
   // some content, at most kMaxSegmentsPerSlice valid Bloom segments and
-  // format::kMaxRunsPerSlice runs; every run non-empty with count <= capacity <= U,
-  // open runs prefix runs (U = 2^b);
-  // and, when there are runs, their union bound within the policy's budget
-  // beside the legacy slices (RunSizing::Budget, + 1e-9 relative).
+  // format::kMaxRunsPerSlice runs; every run non-empty with count <= capacity
+  // <= U, open runs prefix runs (U = 2^b); and, when there are runs, their
+  // union bound within the policy's budget beside the legacy slices
+  // (RunSizing::Budget, + 1e-9 relative).
   static absl::StatusOr<UserFilter> FromParts(const FilterPolicy& policy,
                                               FilterParts parts,
                                               absl::string_view key);

@@ -157,10 +157,15 @@ TEST(UserFilterTablesTest, ASliceWithManyRunsKeepsThemAll) {
   UserFilter f("k");
   std::vector<uint64_t> recorded;
   constexpr int kSlices = 7, kCallsPerSlice = 357;
+  // Each slice's calls in a burst at its span's last millisecond: the rate
+  // rule (RunSizing::RateExpectedItems) then expects no more items than the
+  // slice holds, and every run it opens is outgrown (the ladder). Written
+  // at the slice's start, the rate rule gives each slice room for the
+  // user's rate and the slices keep 3 runs each.
   for (int s = kSlices - 1; s >= 0; --s) {
     for (int c = 0; c < kCallsPerSlice; ++c) {
       const std::vector<uint64_t> h = Hashes(rng, 20, false);
-      f.Record(p, h, kNow - s * 5 * kDay);
+      f.Record(p, h, p.SliceEndMs(p.SliceIndexOf(kNow - s * 5 * kDay)) - 1);
       recorded.insert(recorded.end(), h.begin(), h.end());
     }
   }
