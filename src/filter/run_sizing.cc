@@ -16,20 +16,29 @@ double RunSizing::AdmissionBudget(double delta, double legacy_fp) {
 OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
                                    uint64_t slice_items_after,
                                    uint64_t items_after, int window_slices,
-                                   bool first_run) {
+                                   bool first_run, double rate_expected,
+                                   bool older_sealed) {
   OpenRunShape shape;
-  // Half of what is left: after j new runs without sealing, F <= budget *
-  // (1 - 2^-j) < budget.
-  const double cap = (budget - fp_now) / 2;
-  // Room for 2 n_expected at share cap: 2^b >= 2 n_expected / cap.
+  // Half of what is left (kNewestShareOfLeft for the newest slice of a
+  // steady user whose older slices are sealed): after j new runs without
+  // sealing, F <= budget * (1 - (1 - share)^j) < budget.
+  const double share_of_left =
+      rate_expected > 0 && older_sealed ? kNewestShareOfLeft : 0.5;
+  const double cap = (budget - fp_now) * share_of_left;
+  // Room for 2 n_expected at share cap: 2^b >= 2 n_expected / cap; or, from
+  // the user's rate, for the slice's expected final count.
   const double expected =
       std::max(static_cast<double>(slice_items_after),
                static_cast<double>(items_after) / std::max(1, window_slices));
+  const double room =
+      rate_expected > 0
+          ? std::max(static_cast<double>(slice_items_after), rate_expected)
+          : 2 * expected;
   const int b_first = std::max(
       1, static_cast<int>(std::ceil(std::log2(2 * kFirstRunItems / budget))));
   int b = first_run ? b_first : b_first + kGrowthExtraBits;
   if (cap > 0) {
-    const double need = std::log2(2.0 * expected / cap);
+    const double need = std::log2(room / cap);
     if (need > b) b = static_cast<int>(std::ceil(need));
   } else {
     b = kMaxPrecision;
@@ -48,6 +57,16 @@ OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,
   shape.capacity = static_cast<uint32_t>(
       std::min<double>(capacity, static_cast<double>(UINT32_MAX)));
   return shape;
+}
+
+double RunSizing::RateExpectedItems(uint64_t slice_items_after,
+                                    uint64_t items_after, int64_t elapsed_ms,
+                                    int64_t remaining_ms, int64_t span_ms) {
+  if (elapsed_ms < span_ms || elapsed_ms <= 0) return 0;
+  const double rate =
+      static_cast<double>(items_after) / static_cast<double>(elapsed_ms);
+  return static_cast<double>(slice_items_after) +
+         rate * static_cast<double>(std::max<int64_t>(0, remaining_ms));
 }
 
 double RunSizing::ProportionalUniverse(double budget, uint64_t slice_items,

@@ -108,6 +108,16 @@ class RunSizing {
   // 2^b / U ~ 2.5, RunMeta::weight): a later write opens runs with half of
   // what is then left (the late-item rules), F stays within the budget.
   static constexpr double kQuietShareOfLeft = 0.5;
+  // What a new open run of the newest slice may take of what is left when
+  // its size comes from the user's rate and every older slice is sealed:
+  // the older slices then need no more of the budget (late items excepted,
+  // which open runs at half of the rest), and the newest slice is where
+  // the user's items still go. Its run at half of what is left had to open
+  // at 2^20 for the 20/call spread user's ~340 items (13.1 bits/item, 10.8
+  // once sealed); in real time, where the sweeper seals the older slices
+  // between sessions, this took the population's peak from 2,908 to 2,868
+  // B (memory_bench, BM_Issue15RealTime; docs/format2-design.md).
+  static constexpr double kNewestShareOfLeft = 0.9;
   static constexpr double kIdleShareOfLeft = 0.9;
   // A quiet seal bound by the share-of-left cap that would take less than
   // this many bits per item off the slice's prefix runs (u above
@@ -141,10 +151,25 @@ class RunSizing {
   // exceed its share, see UserFilter::Record).
   // `first_run`: the user holds no run yet (kFirstRunItems applies, else
   // kGrowthExtraBits more).
+  // `rate_expected` > 0 (RateExpectedItems: a write into the newest slice
+  // of a user with at least a span of history): the run gets room for that
+  // many items, at least the slice's, instead of 2 n_expected, and if
+  // `older_sealed` (no other slice has an open run) kNewestShareOfLeft of
+  // what is left instead of half.
   static OpenRunShape NewOpenRun(double budget, double fp_now,
                                  uint64_t slice_items_after,
                                  uint64_t items_after, int window_slices,
-                                 bool first_run);
+                                 bool first_run, double rate_expected = 0,
+                                 bool older_sealed = false);
+  // The newest slice's expected final count if the user's rate continues:
+  //   n_s + (N / elapsed) * remaining,
+  // N the user's live items (with the write) over `elapsed_ms` since its
+  // first live event, `remaining_ms` until the slice's span ends. 0 (not
+  // known) while the history is shorter than a span: a new user's first
+  // sessions say little about its rate.
+  static double RateExpectedItems(uint64_t slice_items_after,
+                                  uint64_t items_after, int64_t elapsed_ms,
+                                  int64_t remaining_ms, int64_t span_ms);
 
   // The slice's proportional universe: max(N_ref / budget, 2^kSealFloorLog2)
   // with N_ref = max(N_live, L * n_s), rounded up to kSealedUniverseQuantum.

@@ -663,8 +663,8 @@ void UserFilter::MergeTail(SlicePlan& slice, size_t open) const {
 
 void UserFilter::SealQuiet(const FilterPolicy& policy,
                            std::vector<SlicePlan>& plan, double budget,
-                           bool idle) const {
-  if (!idle && plan.size() < 2) return;
+                           bool idle, bool newest_ended) const {
+  if (!(idle && newest_ended) && plan.size() < 2) return;
   const int window = std::max(1, policy.max_live_slices() - 1);
   double fp_all = 0;
   uint64_t live_items = 0;
@@ -674,10 +674,11 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       live_items += r.meta.count;
     }
   }
-  // An idle user's newest slice is sealed too: its open run's share (half
-  // of what was left) and spare precision are paid for nothing while no
-  // write comes.
-  const size_t last = idle ? plan.size() : plan.size() - 1;
+  // An idle user's newest slice is sealed too once its span has ended: its
+  // open run's share (half of what was left) and spare precision are then
+  // paid for nothing. Before that, a seal at the count of its first sessions
+  // fragments it (SealIdle).
+  const size_t last = idle && newest_ended ? plan.size() : plan.size() - 1;
   for (size_t i = 0; i < last; ++i) {
     SlicePlan& s = plan[i];
     if (!idle && s.meta.quiet < RunSizing::kQuietWrites) continue;
@@ -792,19 +793,30 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
   }
 }
 
-bool UserFilter::SealIdle(const FilterPolicy& policy, int64_t active_now_ms) {
+bool UserFilter::SealIdle(const FilterPolicy& policy, int64_t now_ms,
+                          int64_t active_now_ms) {
   if (h_ == nullptr ||
       active_now_ms - last_active_ms() < RunSizing::kIdleSealMs) {
     return false;
   }
   Tables t = Decode();
+  if (t.slices.empty()) return false;
+  const bool newest_ended = policy.SliceEndMs(t.slices.back().index) <= now_ms;
+  // Open runs the seal may take (runs are stored slice by slice): none is
+  // the sweeper's common case, checked without planning.
   bool any_open = false;
-  for (const RunMeta& r : t.runs) any_open |= r.open;
-  if (!any_open) return false;  // already sealed: the sweeper's common case
+  size_t run = 0;
+  for (size_t i = 0; i < t.slices.size(); ++i) {
+    const bool may_seal = i + 1 < t.slices.size() || newest_ended;
+    for (int32_t j = 0; j < t.slices[i].num_runs; ++j, ++run) {
+      any_open |= may_seal && t.runs[run].open;
+    }
+  }
+  if (!any_open) return false;
   std::vector<SlicePlan> plan = Plan(t);
   const double budget =
       RunSizing::AdmissionBudget(policy.fp_rate(), t.legacy ? t.legacy->fp : 0);
-  SealQuiet(policy, plan, budget, /*idle=*/true);
+  SealQuiet(policy, plan, budget, /*idle=*/true, newest_ended);
   bool changed = false;
   for (const SlicePlan& s : plan) {
     for (const RunPlan& r : s.runs) changed |= r.src == nullptr;
@@ -1001,9 +1013,27 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       if (open < slice.runs.size()) MergeTail(slice, open);
       uint64_t slice_items = 0;
       for (const RunPlan& r : slice.runs) slice_items += r.meta.count;
-      const OpenRunShape shape =
-          RunSizing::NewOpenRun(budget, fp, slice_items + m, items + m, window,
-                                /*first_run=*/items == 0);
+      // The newest slice: its final count from the user's rate over its
+      // live history (RunSizing::RateExpectedItems); its run may take more
+      // of what is left once no older slice is open.
+      double rate_expected = 0;
+      bool older_sealed = true;
+      for (size_t i = 0; i + 1 < plan.size(); ++i) {
+        for (const RunPlan& r : plan[i].runs) older_sealed &= !r.meta.open;
+      }
+      if (items > 0 && pos + 1 == plan.size()) {
+        int64_t first_ms = event_ms;
+        for (const SlicePlan& s : plan) {
+          if (!s.runs.empty())
+            first_ms = std::min(first_ms, s.meta.min_event_ms);
+        }
+        rate_expected = RunSizing::RateExpectedItems(
+            slice_items + m, items + m, event_ms - first_ms,
+            policy.SliceEndMs(index) - event_ms, policy.slice_span_ms());
+      }
+      const OpenRunShape shape = RunSizing::NewOpenRun(
+          budget, fp, slice_items + m, items + m, window,
+          /*first_run=*/items == 0, rate_expected, older_sealed);
       RunPlan r;
       r.meta.precision = static_cast<uint8_t>(shape.precision);
       r.meta.universe = shape.universe;

@@ -134,12 +134,16 @@ class UserFilter {
   // Memory only, for the store's sweeper (under the shard's exclusive
   // lock): if the user has been inactive for RunSizing::kIdleSealMs
   // (`active_now_ms` on the clock Touch is given: the store's MonotonicMs),
-  // seals
-  // every slice whose open runs shrink when re-encoded at the slice's
-  // proportional share (run_sizing.h), the newest included. F stays within
-  // the budget; later writes follow the late-item rules. Returns whether
-  // the filter changed. Does not touch the LRU clock.
-  bool SealIdle(const FilterPolicy& policy, int64_t active_now_ms);
+  // seals every slice whose open runs shrink when re-encoded at the slice's
+  // proportional share (run_sizing.h). The newest slice only once `now_ms`
+  // (the store's wall clock, the slices' grid) is past its span: until then
+  // its writes may go on after the idle hour (a person's next session), and
+  // a run sealed at the count of its first sessions cannot take them
+  // (docs/format2-design.md, "Where it loses", 6). F stays within the
+  // budget; later writes follow the late-item rules. Returns whether the
+  // filter changed. Does not touch the LRU clock.
+  bool SealIdle(const FilterPolicy& policy, int64_t now_ms,
+                int64_t active_now_ms);
 
   // Drops slices that aged out; returns how many.
   int DropExpired(const FilterPolicy& policy, int64_t now_ms);
@@ -182,10 +186,10 @@ class UserFilter {
   // slice and field unless: at most kMaxPartsSlices slices in strictly
   // ascending index order; min_event_ms <= max_event_ms; every slice holds
   // some content, at most kMaxSegmentsPerSlice valid Bloom segments and
-  // format::kMaxRunsPerSlice runs; every run non-empty with count <= capacity <= U,
-  // open runs prefix runs (U = 2^b);
-  // and, when there are runs, their union bound within the policy's budget
-  // beside the legacy slices (RunSizing::Budget, + 1e-9 relative).
+  // format::kMaxRunsPerSlice runs; every run non-empty with count <= capacity
+  // <= U, open runs prefix runs (U = 2^b); and, when there are runs, their
+  // union bound within the policy's budget beside the legacy slices
+  // (RunSizing::Budget, + 1e-9 relative).
   static absl::StatusOr<UserFilter> FromParts(const FilterPolicy& policy,
                                               FilterParts parts,
                                               absl::string_view key);
@@ -319,10 +323,11 @@ class UserFilter {
                 double fp, double budget, uint64_t* added) const;
   // Merges the tail of slice.runs[open], if any, into it.
   void MergeTail(SlicePlan& slice, size_t open) const;
-  // Seals quiet slices (RunSizing) in `plan`; `idle`: every slice, the
-  // newest included, where that shrinks the codes (SealIdle).
+  // Seals quiet slices (RunSizing) in `plan`; `idle`: every slice but the
+  // newest where that shrinks the codes (SealIdle), the newest too if
+  // `newest_ended`.
   void SealQuiet(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
-                 double budget, bool idle) const;
+                 double budget, bool idle, bool newest_ended = false) const;
 
   Header* h_ = nullptr;
 };

@@ -292,7 +292,7 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
         // An idle user's open slices are re-encoded at their share (memory
         // only; F stays within delta): UserFilter::SealIdle.
         if (surface != nullptr &&
-            filter.SealIdle(surface->policy, active_now)) {
+            filter.SealIdle(surface->policy, now, active_now)) {
           Account(shard, surface_id, 0, EntryBytes(filter) - before);
         }
         if (report != nullptr && surface != nullptr) {
@@ -310,7 +310,7 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
         AccountTable(shard);
         ++removed;
       } else {
-        filter.SealIdle(surface->policy, active_now);
+        filter.SealIdle(surface->policy, now, active_now);
         Account(shard, surface_id, 0, EntryBytes(filter) - before);
         ++it;
       }

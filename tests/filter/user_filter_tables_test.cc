@@ -157,10 +157,15 @@ TEST(UserFilterTablesTest, ASliceWithManyRunsKeepsThemAll) {
   UserFilter f("k");
   std::vector<uint64_t> recorded;
   constexpr int kSlices = 7, kCallsPerSlice = 357;
+  // Each slice's calls in a burst at its span's last millisecond: the rate
+  // rule (RunSizing::RateExpectedItems) then expects no more items than the
+  // slice holds, and every run it opens is outgrown (the ladder). Written
+  // at the slice's start, the rate rule gives each slice room for the
+  // user's rate and the slices keep 3 runs each.
   for (int s = kSlices - 1; s >= 0; --s) {
     for (int c = 0; c < kCallsPerSlice; ++c) {
       const std::vector<uint64_t> h = Hashes(rng, 20, false);
-      f.Record(p, h, kNow - s * 5 * kDay);
+      f.Record(p, h, p.SliceEndMs(p.SliceIndexOf(kNow - s * 5 * kDay)) - 1);
       recorded.insert(recorded.end(), h.begin(), h.end());
     }
   }
@@ -202,13 +207,60 @@ TEST(UserFilterTablesTest, SealIdleWaitsForTheIdleTime) {
   f.Touch(5000);
   Replay(f, p, Writes(Pattern::kSpread20PerCall, rng));
   const size_t bytes = f.MemoryBytes();
-  EXPECT_FALSE(f.SealIdle(p, 5000 + RunSizing::kIdleSealMs - 1));
+  // The pattern's newest slice ended at kNow - 3 h: every slice may seal.
+  EXPECT_FALSE(f.SealIdle(p, kNow, 5000 + RunSizing::kIdleSealMs - 1));
   EXPECT_EQ(f.MemoryBytes(), bytes);
-  EXPECT_TRUE(f.SealIdle(p, 5000 + RunSizing::kIdleSealMs));
+  EXPECT_TRUE(f.SealIdle(p, kNow, 5000 + RunSizing::kIdleSealMs));
   EXPECT_LT(f.MemoryBytes(), bytes);
   EXPECT_EQ(f.last_active_ms(), 5000);  // the sweeper is no activity
   // Sealed already: nothing left to do.
-  EXPECT_FALSE(f.SealIdle(p, 5000 + 2 * RunSizing::kIdleSealMs));
+  EXPECT_FALSE(f.SealIdle(p, kNow, 5000 + 2 * RunSizing::kIdleSealMs));
+}
+
+// The newest slice is sealed only once the wall clock is past its span: a
+// person idle for an hour between sessions comes back to the same slice,
+// and a run sealed at the count of its first sessions could not take the
+// next ones' items (docs/format2-design.md, "Where it loses", 6). The older
+// slices of the same idle user are sealed meanwhile.
+TEST(UserFilterTablesTest, SealIdleLeavesTheNewestSliceOpenUntilItsSpanEnds) {
+  const FilterPolicy p = DefaultPolicy();
+  std::mt19937_64 rng(5);
+  UserFilter f("k");
+  // 600 items, 20 per call, into kNow's slice, then 20 five days earlier,
+  // written last so that no quiet seal took that older slice.
+  std::vector<uint64_t> recorded;
+  for (int c = 0; c < 30; ++c) {
+    const std::vector<uint64_t> h = Hashes(rng, 20, false);
+    f.Record(p, h, kNow);
+    recorded.insert(recorded.end(), h.begin(), h.end());
+  }
+  const std::vector<uint64_t> old = Hashes(rng, 20, false);
+  f.Record(p, old, kNow - 5 * kDay);
+  recorded.insert(recorded.end(), old.begin(), old.end());
+  const int64_t newest = p.SliceIndexOf(kNow);
+  auto open_slices = [&] {
+    std::vector<int64_t> open;
+    for (const SlicePart& s : f.ToParts().slices) {
+      bool any = false;
+      for (const RunPart& r : s.runs) any |= r.open;
+      if (any) open.push_back(s.index);
+    }
+    return open;
+  };
+  ASSERT_EQ(open_slices(), (std::vector<int64_t>{newest - 1, newest}));
+  // Idle, the slice's span not over (its last millisecond): the older slice
+  // only.
+  EXPECT_TRUE(f.SealIdle(p, p.SliceEndMs(newest) - 1, RunSizing::kIdleSealMs));
+  EXPECT_EQ(open_slices(), (std::vector<int64_t>{newest}));
+  EXPECT_FALSE(f.SealIdle(p, p.SliceEndMs(newest) - 1, RunSizing::kIdleSealMs));
+  // Past it: the newest too.
+  const size_t bytes = f.MemoryBytes();
+  EXPECT_TRUE(f.SealIdle(p, p.SliceEndMs(newest), RunSizing::kIdleSealMs));
+  EXPECT_EQ(open_slices(), std::vector<int64_t>{});
+  EXPECT_LT(f.MemoryBytes(), bytes);
+  ASSERT_LE(f.FpBound(p, kNow), p.fp_rate());
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectNoFalseNegatives(f, p, kNow, recorded, "sealed newest"));
 }
 
 // Every pattern, 3 seeds: sealed when idle, no false negative and F <=
@@ -225,7 +277,10 @@ TEST(UserFilterTablesTest, SealIdleKeepsTheGuaranteesAndLateItemsToo) {
       const std::string what =
           absl::StrCat(PatternName(pattern), " seed ", seed);
       const size_t before = f.MemoryBytes();
-      if (f.SealIdle(p, RunSizing::kIdleSealMs)) {
+      // Past the span of kNow's slice: the newest is sealed too, so the
+      // writes below go into a sealed newest slice.
+      if (f.SealIdle(p, p.SliceEndMs(p.SliceIndexOf(kNow)),
+                     RunSizing::kIdleSealMs)) {
         ++sealed;
         EXPECT_LT(f.MemoryBytes(), before) << what;
       }

@@ -1,5 +1,6 @@
 #include "src/store/sharded_filter_store.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -266,13 +267,20 @@ TEST_P(ShardedFilterStoreTest, TheSweeperSealsAnIdleUserAndAccountsIt) {
   for (int c = 0; c < kCalls; ++c) {
     const std::vector<uint64_t> items = IdHashes(c * 20, 20);
     RecordOne(*store_, *home_, "alice", items,
-              kStartMs - 29 * kDayMs + 29 * kDayMs * c / kCalls);
+              kStartMs - 20 * kDayMs + 20 * kDayMs * c / kCalls);
     all.insert(all.end(), items.begin(), items.end());
   }
   const uint64_t written = Usage().bytes;
   EXPECT_EQ(store_->DropExpired(), 0u);  // not idle yet: unchanged
   EXPECT_EQ(Usage().bytes, written);
-  clock_.Advance(absl::Milliseconds(RunSizing::kIdleSealMs));
+  // Idle, and past the newest slice's span (SealIdle leaves a newest slice
+  // open until then: the user may still write to it). Written over 20 days,
+  // so that the up to 5 days this takes age out no slice.
+  const int64_t last =
+      kStartMs - 20 * kDayMs + 20 * kDayMs * (kCalls - 1) / kCalls;
+  const int64_t newest_end = policy().SliceEndMs(policy().SliceIndexOf(last));
+  clock_.Advance(absl::Milliseconds(
+      std::max<int64_t>(RunSizing::kIdleSealMs, newest_end - clock_.NowMs())));
   EXPECT_EQ(store_->DropExpired(), 0u);
   const uint64_t idle = Usage().bytes;
   EXPECT_LT(idle, written);
