@@ -43,7 +43,7 @@ RecordExposureRequest DecodeAll(KafkaMessageFormat format,
   const KafkaMessageDecoder d(format, surface, nullptr);
   RecordExposureRequest all;
   for (const LogMessage& m : messages) {
-    EXPECT_FALSE(m.delete_user);
+    EXPECT_TRUE(m.op.empty());
     RecordExposureRequest one;
     std::string why;
     EXPECT_EQ(d.Decode(m.key, m.value, &one, &why), std::nullopt) << why;
@@ -108,7 +108,7 @@ TEST(KafkaMessageEncoderTest, ADeleteRecordDecodesAsTheDeleteOfItsKey) {
   req.set_surface("feed");
   req.set_user_id("alice");
   const LogMessage m = enc.EncodeDeleteUser(req);
-  EXPECT_TRUE(m.delete_user);
+  EXPECT_EQ(m.op, kLogOpDeleteUser);
   EXPECT_EQ(m.key, "alice");
   const KafkaMessageDecoder d(KafkaMessageFormat::kExposure, "", nullptr);
   DeleteUserRequest back;
