@@ -167,9 +167,9 @@ void ExposureLogProducer::Produce(std::vector<LogMessage> messages, Done done) {
       }
       LogMessage& m = messages[i];
       RdKafka::Headers* headers = nullptr;
-      if (m.delete_user) {
+      if (!m.op.empty()) {
         headers = RdKafka::Headers::create();
-        headers->add(kLogOpHeader, kLogOpDeleteUser);
+        headers->add(kLogOpHeader, m.op.data(), m.op.size());
       }
       const RdKafka::ErrorCode err = producer_->produce(
           options_.topic, KafkaPartitionForKey(m.key, partition_count_),

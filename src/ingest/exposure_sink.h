@@ -32,6 +32,14 @@ class ExposureSink {
   // waits). OK only once it is durable.
   virtual absl::Status DeleteUser(
       const exposure::v1::DeleteUserRequest& request) = 0;
+  // Applies a trace_add (`traced`) or trace_remove record of the log (issue
+  // 16): as AddTracedUsers / RemoveTracedUsers of `user.user_id()` on this
+  // copy, a trace_add with `user.traced_since_ms()` as its traced_since.
+  // ResourceExhausted when this copy traces --trace_max_users already (the
+  // record is skipped and counted: a copy never stalls for a debugging
+  // aid); InvalidArgument and the other errors as for DeleteUser.
+  virtual absl::Status TraceUser(const exposure::v1::TracedUser& user,
+                                 bool traced) = 0;
   // Per-call limits a batch must respect (RecordExposure's).
   virtual size_t max_exposures_per_batch() const = 0;
   virtual size_t max_items_per_batch() const = 0;

@@ -291,8 +291,8 @@ void KafkaIngest::ConsumeLoop() {
         const absl::string_view value(
             static_cast<const char*>(msg->payload()),
             msg->payload() == nullptr ? 0 : msg->len());
-        // Exposures carry no ef-op header; a delete_user record does
-        // (kafka_message_encoder.h).
+        // Exposures carry no ef-op header; the per-user records
+        // (delete_user, trace_*) do (kafka_message_encoder.h).
         std::string op;
         if (RdKafka::Headers* headers = msg->headers(); headers != nullptr) {
           const RdKafka::Headers::Header h = headers->get_last(kLogOpHeader);
@@ -351,8 +351,9 @@ void KafkaIngest::Take(int32_t partition, int64_t offset, absl::string_view op,
                        absl::string_view key, absl::string_view value,
                        PendingBatch* batch) {
   messages_.fetch_add(1, std::memory_order_relaxed);
-  if (op == kLogOpDeleteUser) {
-    if (ApplyDelete(partition, offset, key, value, batch)) {
+  if (op == kLogOpDeleteUser || op == kLogOpTraceAdd ||
+      op == kLogOpTraceRemove) {
+    if (ApplyUserRecord(partition, offset, op, key, value, batch)) {
       ++batch->messages;
       batch->next[partition] = offset + 1;
     }
@@ -409,20 +410,31 @@ void KafkaIngest::Take(int32_t partition, int64_t offset, absl::string_view op,
   batch->next[partition] = offset + 1;
 }
 
-bool KafkaIngest::ApplyDelete(int32_t partition, int64_t offset,
-                              absl::string_view key, absl::string_view value,
-                              PendingBatch* batch) {
-  exposure::v1::DeleteUserRequest request;
+bool KafkaIngest::ApplyUserRecord(int32_t partition, int64_t offset,
+                                  absl::string_view op, absl::string_view key,
+                                  absl::string_view value,
+                                  PendingBatch* batch) {
+  const bool is_delete = op == kLogOpDeleteUser;
+  exposure::v1::DeleteUserRequest deletion;
+  exposure::v1::TracedUser trace;
   std::string why;
-  if (std::optional<BadMessageReason> bad =
-          decoder_.DecodeDeleteUser(key, value, &request, &why);
-      bad.has_value()) {
+  const std::optional<BadMessageReason> bad =
+      is_delete ? decoder_.DecodeDeleteUser(key, value, &deletion, &why)
+                : decoder_.DecodeTraceChange(op, key, value, &trace, &why);
+  // What the sink does with it, retried below.
+  auto apply = [&] {
+    return is_delete ? sink_->DeleteUser(deletion)
+                     : sink_->TraceUser(trace, op == kLogOpTraceAdd);
+  };
+  if (bad.has_value()) {
     CountBad(*bad, partition, offset, why);
     return true;
   }
-  // Log order per partition: the exposures taken before the delete are
+  // Log order per partition: the exposures taken before the record are
   // applied before it, the ones after it after it. A replay (crash before
-  // the offsets are durable) deletes again, then re-adds what followed.
+  // the offsets are durable) applies it again, then re-adds what followed:
+  // a delete deletes again, a trace_add of a traced user keeps its
+  // traced_since, a trace_remove of an untraced one changes nothing.
   if (batch->messages > 0) {
     Flush(batch);
     if (batch->messages > 0) return false;  // stopped while refused
@@ -430,24 +442,29 @@ bool KafkaIngest::ApplyDelete(int32_t partition, int64_t offset,
   }
   LogRateLimiter refusal_log(kLogInterval);
   for (;;) {
-    const absl::Status s = sink_->DeleteUser(request);
+    const absl::Status s = apply();
     if (s.ok()) break;
-    if (absl::IsInvalidArgument(s)) {
-      CountBad(BadMessageReason::kInvalid, partition, offset,
-               std::string(s.message()));
+    // A full trace is skipped, not retried: it empties only when an
+    // operator removes users, and the partition must not wait for that.
+    const bool trace_full = !is_delete && absl::IsResourceExhausted(s);
+    if (absl::IsInvalidArgument(s) || trace_full) {
+      CountBad(trace_full ? BadMessageReason::kTraceFull
+                          : BadMessageReason::kInvalid,
+               partition, offset, std::string(s.message()));
       return true;
     }
     record_errors_.fetch_add(1, std::memory_order_relaxed);
     if (uint64_t suppressed = 0; refusal_log.Allow(&suppressed)) {
       spdlog::error(
-          "kafka: a delete_user record refused ({}); the partitions wait and "
-          "it is retried ({} retries since the last line)",
-          s.ToString(), suppressed);
+          "kafka: a {} record refused ({}); the partitions wait and it is "
+          "retried ({} retries since the last line)",
+          std::string(op), s.ToString(), suppressed);
     }
     if (stopping_.load()) return false;
     SleepUnlessStopping(stopping_, kRetryPeriod);
   }
-  deletes_.fetch_add(1, std::memory_order_relaxed);
+  (is_delete ? deletes_ : trace_changes_)
+      .fetch_add(1, std::memory_order_relaxed);
   if (batch->messages == 0) {
     batch->deadline = absl::Now() + options_.max_batch_wait;
   }
@@ -558,6 +575,7 @@ KafkaIngestStats KafkaIngest::stats() const {
   s.items = items_.load(std::memory_order_relaxed);
   s.batches = batches_.load(std::memory_order_relaxed);
   s.deletes = deletes_.load(std::memory_order_relaxed);
+  s.trace_changes = trace_changes_.load(std::memory_order_relaxed);
   for (int i = 0; i < kNumBadMessageReasons; ++i) {
     s.bad_messages[i] = bad_[i].load(std::memory_order_relaxed);
   }

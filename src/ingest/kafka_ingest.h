@@ -69,9 +69,10 @@ struct KafkaPartitionState {
 struct KafkaIngestStats {
   uint64_t messages = 0;  // consumed, good and bad
   uint64_t exposures = 0;
-  uint64_t items = 0;    // item ids and keys handed to the store
-  uint64_t batches = 0;  // recorded and durable
-  uint64_t deletes = 0;  // delete_user records applied (issue 16)
+  uint64_t items = 0;          // item ids and keys handed to the store
+  uint64_t batches = 0;        // recorded and durable
+  uint64_t deletes = 0;        // delete_user records applied (issue 16)
+  uint64_t trace_changes = 0;  // trace_add / trace_remove records applied
   std::array<uint64_t, kNumBadMessageReasons> bad_messages{};
   uint64_t record_errors = 0;        // the store or the log refused a batch
   uint64_t group_commit_errors = 0;  // Kafka offset commits that failed
@@ -122,11 +123,14 @@ class KafkaIngest {
   void Take(int32_t partition, int64_t offset, absl::string_view op,
             absl::string_view key, absl::string_view value,
             PendingBatch* batch);
-  // A delete_user record: the batch so far is recorded first, so the delete
-  // lands in log order between the user's exposures; retried while the
-  // store refuses, until Stop(). False if stopped before it was applied.
-  bool ApplyDelete(int32_t partition, int64_t offset, absl::string_view key,
-                   absl::string_view value, PendingBatch* batch);
+  // A per-user record (delete_user, trace_add, trace_remove; `op`): the
+  // batch so far is recorded first, so the record lands in log order
+  // between the user's exposures; retried while the store refuses, until
+  // Stop(). False if stopped before it was applied. Unknown ops are not
+  // passed here (Take skips them).
+  bool ApplyUserRecord(int32_t partition, int64_t offset, absl::string_view op,
+                       absl::string_view key, absl::string_view value,
+                       PendingBatch* batch);
   // Records the batch, makes its offsets durable, commits them to the
   // group. Retries (the partition stalls, nothing is skipped) while the
   // store or the log refuses, until Stop().
@@ -157,6 +161,7 @@ class KafkaIngest {
   std::atomic<uint64_t> items_{0};
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> deletes_{0};
+  std::atomic<uint64_t> trace_changes_{0};
   std::array<std::atomic<uint64_t>, kNumBadMessageReasons> bad_{};
   std::atomic<uint64_t> record_errors_{0};
   std::atomic<uint64_t> group_commit_errors_{0};

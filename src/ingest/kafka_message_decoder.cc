@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/ingest/kafka_message_encoder.h"
 
 namespace exposure_filter {
 
@@ -21,6 +22,8 @@ const char* BadMessageReasonName(BadMessageReason reason) {
       return "event_time";
     case BadMessageReason::kInvalid:
       return "invalid";
+    case BadMessageReason::kTraceFull:
+      return "trace_full";
   }
   return "?";
 }
@@ -90,20 +93,51 @@ std::optional<BadMessageReason> KafkaMessageDecoder::DecodeDeleteUser(
     absl::string_view key, absl::string_view value,
     exposure::v1::DeleteUserRequest* out, std::string* why) const {
   out->Clear();
-  if (!out->ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-    *why = absl::StrCat("not a protobuf DeleteUserRequest (", value.size(),
-                        " bytes) in a delete_user record");
+  const bool parsed =
+      out->ParseFromArray(value.data(), static_cast<int>(value.size()));
+  return CheckUserRecord(kLogOpDeleteUser, parsed, value.size(), out->user_id(),
+                         key, why);
+}
+
+std::optional<BadMessageReason> KafkaMessageDecoder::DecodeTraceChange(
+    absl::string_view op, absl::string_view key, absl::string_view value,
+    exposure::v1::TracedUser* out, std::string* why) const {
+  out->Clear();
+  const bool parsed =
+      out->ParseFromArray(value.data(), static_cast<int>(value.size()));
+  if (std::optional<BadMessageReason> bad =
+          CheckUserRecord(op, parsed, value.size(), out->user_id(), key, why);
+      bad.has_value()) {
+    return bad;
+  }
+  // Without it an owner would have to invent one (its own clock), and the
+  // copies would disagree on what the trace proves (Explain's verdicts).
+  if (op == kLogOpTraceAdd && out->traced_since_ms() <= 0) {
+    *why = absl::StrCat("a trace_add record's traced_since_ms is ",
+                        out->traced_since_ms(), ", not a time");
+    return BadMessageReason::kInvalid;
+  }
+  return std::nullopt;
+}
+
+std::optional<BadMessageReason> KafkaMessageDecoder::CheckUserRecord(
+    absl::string_view op, bool parsed, size_t value_size,
+    absl::string_view user_id, absl::string_view key, std::string* why) const {
+  if (!parsed) {
+    *why = absl::StrCat(
+        "not a protobuf ",
+        op == kLogOpDeleteUser ? "DeleteUserRequest" : "TracedUser", " (",
+        value_size, " bytes) in a ", op, " record");
     return BadMessageReason::kUndecodable;
   }
-  if (out->user_id().empty()) {
-    *why = "a delete_user record has no user_id";
+  if (user_id.empty()) {
+    *why = absl::StrCat("a ", op, " record has no user_id");
     return BadMessageReason::kMissingUser;
   }
-  if (out->user_id() != key) {
-    *why = key.empty() ? std::string("message has no key (the user id)")
-                       : std::string(
-                             "key is not the delete_user record's "
-                             "user_id");
+  if (user_id != key) {
+    *why = key.empty()
+               ? std::string("message has no key (the user id)")
+               : absl::StrCat("key is not the ", op, " record's user_id");
     return BadMessageReason::kKeyMismatch;
   }
   return CheckOwned(key, why);

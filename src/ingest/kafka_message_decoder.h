@@ -34,8 +34,9 @@ enum class BadMessageReason {
   kNotOwned,     // the user belongs to another replica's partitions
   kEventTime,    // negative, too far ahead, or older than the retention
   kInvalid,      // any other RecordExposure validation error
+  kTraceFull,    // a trace_add this copy cannot hold (--trace_max_users)
 };
-inline constexpr int kNumBadMessageReasons = 6;
+inline constexpr int kNumBadMessageReasons = 7;
 const char* BadMessageReasonName(BadMessageReason reason);
 
 class KafkaMessageDecoder {
@@ -58,9 +59,20 @@ class KafkaMessageDecoder {
   std::optional<BadMessageReason> DecodeDeleteUser(
       absl::string_view key, absl::string_view value,
       exposure::v1::DeleteUserRequest* out, std::string* why) const;
+  // A record marked `ef-op: trace_add` or `trace_remove` (`op`): `value` is
+  // a binary TracedUser whose user_id must equal the key and be owned here;
+  // a trace_add must carry traced_since_ms > 0. Same contract as Decode.
+  std::optional<BadMessageReason> DecodeTraceChange(
+      absl::string_view op, absl::string_view key, absl::string_view value,
+      exposure::v1::TracedUser* out, std::string* why) const;
 
  private:
-  // The key-ownership check both kinds of record share.
+  // What every per-user record (delete_user, trace_*) must satisfy once
+  // parsed (`parsed` false: it did not): a user_id, equal to the key, owned.
+  std::optional<BadMessageReason> CheckUserRecord(
+      absl::string_view op, bool parsed, size_t value_size,
+      absl::string_view user_id, absl::string_view key, std::string* why) const;
+  // The key-ownership check every kind of record shares.
   std::optional<BadMessageReason> CheckOwned(absl::string_view key,
                                              std::string* why) const;
 

@@ -85,8 +85,21 @@ LogMessage KafkaMessageEncoder::EncodeDeleteUser(
   LogMessage m;
   m.key = req.user_id();
   m.value = req.SerializeAsString();
-  m.delete_user = true;
+  m.op = kLogOpDeleteUser;
   m.what = absl::StrCat("the delete of user \"", req.user_id(), "\"");
+  return m;
+}
+
+LogMessage KafkaMessageEncoder::EncodeTraceChange(
+    absl::string_view user_id, bool traced, int64_t traced_since_ms) const {
+  exposure::v1::TracedUser record;
+  record.set_user_id(std::string(user_id));
+  if (traced) record.set_traced_since_ms(traced_since_ms);
+  LogMessage m;
+  m.key = std::string(user_id);
+  m.value = record.SerializeAsString();
+  m.op = traced ? kLogOpTraceAdd : kLogOpTraceRemove;
+  m.what = absl::StrCat("the ", m.op, " of user \"", user_id, "\"");
   return m;
 }
 

@@ -20,13 +20,25 @@
 // owner applies it in order with that user's exposures (an exposure logged
 // before the delete is gone after it, one logged after it stays). Messages
 // without the header are exposures, as before (loggers need not change).
+//
+// AddTracedUsers / RemoveTracedUsers are records of the same kind, one per
+// user id, with the headers `ef-op: trace_add` / `ef-op: trace_remove` and a
+// binary exposure.v1.TracedUser {user_id, traced_since_ms} as value: ordered
+// with the user's exposures, so both owners trace exactly the exposures
+// logged after the trace_add. traced_since_ms is the receiving replica's
+// clock when it produced the record, carried in the value (not each owner's
+// consume time, nor the Kafka timestamp, whose meaning is the topic's
+// message.timestamp.type): both copies then report the same traced_since,
+// stamped by the clock that also stamps the call's exposures (event time 0).
 #ifndef EXPOSURE_FILTER_SRC_INGEST_KAFKA_MESSAGE_ENCODER_H_
 #define EXPOSURE_FILTER_SRC_INGEST_KAFKA_MESSAGE_ENCODER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "exposure/v1/exposure_filter.pb.h"
 #include "src/ingest/kafka_ingest_options.h"
 
@@ -35,12 +47,16 @@ namespace exposure_filter {
 // The header that marks a record that is not exposures, and its values.
 inline constexpr char kLogOpHeader[] = "ef-op";
 inline constexpr char kLogOpDeleteUser[] = "delete_user";
+inline constexpr char kLogOpTraceAdd[] = "trace_add";
+inline constexpr char kLogOpTraceRemove[] = "trace_remove";
 
 // One message for the exposure topic.
 struct LogMessage {
-  std::string key;           // the user id: it chooses the partition
-  std::string value;         // in the topic's format (above)
-  bool delete_user = false;  // carries the ef-op: delete_user header
+  std::string key;    // the user id: it chooses the partition
+  std::string value;  // in the topic's format (above)
+  // The ef-op header's value (one of the kLogOp* above); empty for
+  // exposures, which carry no header.
+  absl::string_view op;
   // Which part of the call it carries, for the error naming what was not
   // written: "exposures[0,3] (user \"u1\")" or "user \"u1\"".
   std::string what;
@@ -61,6 +77,9 @@ class KafkaMessageEncoder {
                                const std::vector<int>& indices,
                                std::vector<LogMessage>* out) const;
   LogMessage EncodeDeleteUser(const exposure::v1::DeleteUserRequest& req) const;
+  // A trace_add (`traced`) or trace_remove record of one user.
+  LogMessage EncodeTraceChange(absl::string_view user_id, bool traced,
+                               int64_t traced_since_ms) const;
 
   KafkaMessageFormat format() const { return format_; }
 

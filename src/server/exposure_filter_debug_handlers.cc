@@ -143,6 +143,13 @@ absl::Status ExposureFilterHandlers::AddTracedUsers(
     return s;
   }
   if (absl::Status s = CheckTracedOwners(req.user_ids()); !s.ok()) return s;
+  // With R >= 2 the change goes through the log (TraceUsersThroughLog).
+  if (ownership_ != nullptr) {
+    if (absl::Status s = ownership_->CheckDirectWrite("AddTracedUsers");
+        !s.ok()) {
+      return s;
+    }
+  }
   if (absl::Status s = CheckWritable(); !s.ok()) return s;
   const std::vector<std::string> ids(req.user_ids().begin(),
                                      req.user_ids().end());
@@ -164,11 +171,42 @@ absl::Status ExposureFilterHandlers::RemoveTracedUsers(
     return s;
   }
   if (absl::Status s = CheckTracedOwners(req.user_ids()); !s.ok()) return s;
+  // With R >= 2 the change goes through the log (TraceUsersThroughLog).
+  if (ownership_ != nullptr) {
+    if (absl::Status s = ownership_->CheckDirectWrite("RemoveTracedUsers");
+        !s.ok()) {
+      return s;
+    }
+  }
   if (absl::Status s = CheckWritable(); !s.ok()) return s;
   const std::vector<std::string> ids(req.user_ids().begin(),
                                      req.user_ids().end());
   resp->set_removed(static_cast<uint32_t>(trace_log_->Remove(ids)));
   resp->set_traced(static_cast<uint32_t>(trace_log_->size()));
+  return CommitWrite();
+}
+
+absl::Status ExposureFilterHandlers::TraceLoggedUser(
+    const exposure::v1::TracedUser& user, bool traced) {
+  // Not while recovery replaces the trace.
+  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
+  google::protobuf::RepeatedPtrField<std::string> ids;
+  ids.Add()->assign(user.user_id());
+  // A user id the RPC would refuse can never be applied: a bad record.
+  if (absl::Status s = ValidateTracedUserIds(ids, limits_); !s.ok()) return s;
+  if (absl::Status s = CheckWritable(); !s.ok()) return s;
+  const std::vector<std::string> one(ids.begin(), ids.end());
+  if (traced) {
+    // A user traced already keeps its traced_since (a replay of the
+    // record, or --trace_users on this copy).
+    if (absl::StatusOr<size_t> added =
+            trace_log_->Add(one, user.traced_since_ms());
+        !added.ok()) {
+      return added.status();
+    }
+  } else {
+    trace_log_->Remove(one);
+  }
   return CommitWrite();
 }
 

@@ -67,6 +67,21 @@ class ExposureFilterHandlers {
   // DeleteUser, accepted with R >= 2.
   absl::Status DeleteLoggedUser(const exposure::v1::DeleteUserRequest& req,
                                 exposure::v1::DeleteUserResponse* resp);
+  // Traced-user changes through the log: one trace_add / trace_remove
+  // record per distinct user id (kafka_message_encoder.h), the same checks
+  // as the direct calls. The response's counts are this copy's when it
+  // produced the records, as DeleteUser's `existed` (see the .cc).
+  void AddTracedUsersThroughLog(const exposure::v1::AddTracedUsersRequest& req,
+                                exposure::v1::AddTracedUsersResponse* resp,
+                                WriteDone done);
+  void RemoveTracedUsersThroughLog(
+      const exposure::v1::RemoveTracedUsersRequest& req,
+      exposure::v1::RemoveTracedUsersResponse* resp, WriteDone done);
+  // A trace_add (`traced`) / trace_remove record taken from the log: the
+  // user starts tracing with the record's traced_since_ms, or stops.
+  // ResourceExhausted (nothing changed) when this copy is full.
+  absl::Status TraceLoggedUser(const exposure::v1::TracedUser& user,
+                               bool traced);
   absl::Status FilterRecalled(const exposure::v1::FilterRecalledRequest& req,
                               exposure::v1::FilterRecalledResponse* resp);
   absl::Status GetFilter(const exposure::v1::GetFilterRequest& req,
@@ -160,6 +175,14 @@ class ExposureFilterHandlers {
   void ProduceAndAnswer(const ExposureLog& log, absl::string_view rpc,
                         std::vector<LogMessage> messages, OnWritten on_success,
                         WriteDone done);
+  // The shared body of {Add,Remove}TracedUsersThroughLog; `answer` gets
+  // the response's counts once every record is acknowledged.
+  using TraceAnswer =
+      absl::AnyInvocable<void(uint32_t changed, uint32_t traced) &&>;
+  void TraceUsersThroughLog(
+      absl::string_view rpc,
+      const google::protobuf::RepeatedPtrField<std::string>& user_ids,
+      bool traced, TraceAnswer answer, WriteDone done);
   // Also keeps the exposures of traced users in the trace log.
   void TraceExposures(const exposure::v1::RecordExposureRequest& req,
                       const Surface& surface, int64_t now_ms);

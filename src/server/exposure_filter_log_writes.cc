@@ -1,14 +1,15 @@
 // ExposureFilterHandlers' replicated write path (issue 16, M2): a
-// RecordExposure or DeleteUser RPC to a replica with --replication_factor
-// R >= 2 is produced to the exposure topic (exposure_log_producer.h) and
-// answered from Kafka's delivery reports. Every owner of the user, this
-// replica included, applies it from the log like any logged exposure, so
-// an acknowledged write is on every copy once each has consumed it, and
-// survives the loss of any one replica.
+// RecordExposure, DeleteUser, AddTracedUsers or RemoveTracedUsers RPC to a
+// replica with --replication_factor R >= 2 is produced to the exposure topic
+// (exposure_log_producer.h) and answered from Kafka's delivery reports. Every
+// owner of the user, this replica included, applies it from the log like any
+// logged exposure, so an acknowledged write is on every copy once each has
+// consumed it, and survives the loss of any one replica.
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/server/request_validation.h"
@@ -177,6 +178,83 @@ void ExposureFilterHandlers::DeleteUserThroughLog(
         for (const auto& [partition, offset] : written) {
           (*resp->mutable_written_offsets())[partition] = offset;
         }
+      },
+      std::move(done));
+}
+
+void ExposureFilterHandlers::AddTracedUsersThroughLog(
+    const exposure::v1::AddTracedUsersRequest& req,
+    exposure::v1::AddTracedUsersResponse* resp, WriteDone done) {
+  TraceUsersThroughLog(
+      "AddTracedUsers", req.user_ids(), /*traced=*/true,
+      [resp](uint32_t added, uint32_t traced) {
+        resp->set_added(added);
+        resp->set_traced(traced);
+      },
+      std::move(done));
+}
+
+void ExposureFilterHandlers::RemoveTracedUsersThroughLog(
+    const exposure::v1::RemoveTracedUsersRequest& req,
+    exposure::v1::RemoveTracedUsersResponse* resp, WriteDone done) {
+  TraceUsersThroughLog(
+      "RemoveTracedUsers", req.user_ids(), /*traced=*/false,
+      [resp](uint32_t removed, uint32_t traced) {
+        resp->set_removed(removed);
+        resp->set_traced(traced);
+      },
+      std::move(done));
+}
+
+void ExposureFilterHandlers::TraceUsersThroughLog(
+    absl::string_view rpc,
+    const google::protobuf::RepeatedPtrField<std::string>& user_ids,
+    bool traced, TraceAnswer answer, WriteDone done) {
+  // The direct calls' checks, in their order (exposure_filter_debug_
+  // handlers.cc): the first foreign user rejects the whole list.
+  if (absl::Status s = CheckAvailable(); !s.ok()) return std::move(done)(s);
+  if (absl::Status s = ValidateTracedUserIds(user_ids, limits_); !s.ok()) {
+    return std::move(done)(s);
+  }
+  if (absl::Status s = CheckTracedOwners(user_ids); !s.ok()) {
+    return std::move(done)(s);
+  }
+  absl::StatusOr<const ExposureLog*> log = LogFor(rpc);
+  if (!log.ok()) return std::move(done)(log.status());
+  // traced_since for every owner: this replica's clock, the one that also
+  // stamps the exposures it produces (kafka_message_encoder.h).
+  const int64_t now = store_->clock().NowMs();
+  // The counts are this copy's at produce time, like DeleteUser.existed:
+  // `changed` ids whose state the records change here, and the traced
+  // users this copy holds once it applied them, if nothing else changes
+  // meanwhile. The other owner applies the same records to its own set,
+  // which also holds the users of partitions this copy does not own.
+  absl::flat_hash_set<absl::string_view> seen;
+  std::vector<LogMessage> messages;
+  size_t changed = 0;
+  for (const std::string& id : user_ids) {
+    if (!seen.insert(id).second) continue;
+    if (trace_log_->IsTraced(id) != traced) ++changed;
+    messages.push_back((*log)->encoder.EncodeTraceChange(id, traced, now));
+  }
+  const size_t before = trace_log_->size();
+  const size_t max_users = trace_log_->limits().max_users;
+  // The direct call's all-or-nothing limit, checked on this copy before
+  // anything is written. A copy that is fuller (another owner) skips the
+  // record it cannot hold and counts it (reason trace_full).
+  if (traced && before + changed > max_users) {
+    return std::move(done)(absl::ResourceExhaustedError(
+        absl::StrCat("user_ids: tracing ", changed, " more users would exceed ",
+                     "--trace_max_users=", max_users, " (traced now: ", before,
+                     "); nothing was written")));
+  }
+  const size_t after = traced ? before + changed : before - changed;
+  ProduceAndAnswer(
+      **log, rpc, std::move(messages),
+      [answer = std::move(answer), changed,
+       after](const WrittenOffsets& /*written*/) mutable {
+        std::move(answer)(static_cast<uint32_t>(changed),
+                          static_cast<uint32_t>(after));
       },
       std::move(done));
 }

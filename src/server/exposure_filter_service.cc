@@ -284,6 +284,16 @@ grpc::ServerUnaryReactor* ExposureFilterService::Explain(Context* ctx,
 
 grpc::ServerUnaryReactor* ExposureFilterService::AddTracedUsers(
     Context* ctx, const Bytes* req, Bytes* resp) {
+  if (handlers_->WritesThroughLog()) {
+    return ServeThroughLog<v1::AddTracedUsersRequest,
+                           v1::AddTracedUsersResponse>(
+        ctx, "AddTracedUsers", req, resp,
+        [this](const v1::AddTracedUsersRequest& r,
+               v1::AddTracedUsersResponse* out,
+               ExposureFilterHandlers::WriteDone done) {
+          handlers_->AddTracedUsersThroughLog(r, out, std::move(done));
+        });
+  }
   return Serve(
       ctx, "AddTracedUsers", Gate::kBypass, req, resp,
       NoAllocator<v1::AddTracedUsersRequest, v1::AddTracedUsersResponse>(),
@@ -295,6 +305,16 @@ grpc::ServerUnaryReactor* ExposureFilterService::AddTracedUsers(
 
 grpc::ServerUnaryReactor* ExposureFilterService::RemoveTracedUsers(
     Context* ctx, const Bytes* req, Bytes* resp) {
+  if (handlers_->WritesThroughLog()) {
+    return ServeThroughLog<v1::RemoveTracedUsersRequest,
+                           v1::RemoveTracedUsersResponse>(
+        ctx, "RemoveTracedUsers", req, resp,
+        [this](const v1::RemoveTracedUsersRequest& r,
+               v1::RemoveTracedUsersResponse* out,
+               ExposureFilterHandlers::WriteDone done) {
+          handlers_->RemoveTracedUsersThroughLog(r, out, std::move(done));
+        });
+  }
   return Serve(ctx, "RemoveTracedUsers", Gate::kBypass, req, resp,
                NoAllocator<v1::RemoveTracedUsersRequest,
                            v1::RemoveTracedUsersResponse>(),

@@ -4,6 +4,20 @@
 #include "src/server/request_validation.h"
 
 namespace exposure_filter {
+namespace {
+
+// A per-user record's outcome as ExposureSink's contract wants it:
+// validation and ownership refusals can never succeed (a bad message); the
+// rest (the log failed, recovering) are retried; ResourceExhausted (a full
+// trace) passes through.
+absl::Status AsLogRecordStatus(absl::Status s) {
+  if (absl::IsFailedPrecondition(s)) {
+    return absl::InvalidArgumentError(s.message());
+  }
+  return s;
+}
+
+}  // namespace
 
 absl::Status KafkaExposureSink::Validate(
     const exposure::v1::RecordExposureRequest& message) {
@@ -47,13 +61,12 @@ absl::Status KafkaExposureSink::Record(
 absl::Status KafkaExposureSink::DeleteUser(
     const exposure::v1::DeleteUserRequest& request) {
   exposure::v1::DeleteUserResponse response;
-  absl::Status s = handlers_->DeleteLoggedUser(request, &response);
-  // Validation and ownership refusals can never succeed: a bad message.
-  // The rest (the log failed, recovering) are retried.
-  if (absl::IsFailedPrecondition(s)) {
-    return absl::InvalidArgumentError(s.message());
-  }
-  return s;
+  return AsLogRecordStatus(handlers_->DeleteLoggedUser(request, &response));
+}
+
+absl::Status KafkaExposureSink::TraceUser(const exposure::v1::TracedUser& user,
+                                          bool traced) {
+  return AsLogRecordStatus(handlers_->TraceLoggedUser(user, traced));
 }
 
 }  // namespace exposure_filter

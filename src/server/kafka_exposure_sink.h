@@ -30,6 +30,8 @@ class KafkaExposureSink final : public ExposureSink {
       const exposure::v1::RecordExposureRequest& batch) override;
   absl::Status DeleteUser(
       const exposure::v1::DeleteUserRequest& request) override;
+  absl::Status TraceUser(const exposure::v1::TracedUser& user,
+                         bool traced) override;
   size_t max_exposures_per_batch() const override {
     return limits_.max_exposures_per_request;
   }

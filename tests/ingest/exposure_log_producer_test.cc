@@ -31,7 +31,7 @@ LogMessage Message(const std::string& user, bool del = false) {
   LogMessage m;
   m.key = user;
   m.value = absl::StrCat("value-of-", user);
-  m.delete_user = del;
+  if (del) m.op = kLogOpDeleteUser;
   m.what = user;
   return m;
 }

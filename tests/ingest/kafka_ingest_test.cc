@@ -353,6 +353,9 @@ class RefusingSink final : public ExposureSink {
   absl::Status DeleteUser(const exposure::v1::DeleteUserRequest&) override {
     return absl::OkStatus();
   }
+  absl::Status TraceUser(const exposure::v1::TracedUser&, bool) override {
+    return absl::OkStatus();
+  }
   size_t max_exposures_per_batch() const override { return 1000; }
   size_t max_items_per_batch() const override { return 100000; }
   std::atomic<bool> refuse{true};

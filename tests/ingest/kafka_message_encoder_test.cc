@@ -1,7 +1,7 @@
 // Encoding replicated writes as exposure-topic messages (issue 16, M2): each
 // format round-trips through the consumer's decoder, the request format
 // groups a call by user, the formats without a surface refuse another one,
-// and a delete record decodes only as a delete of its key's user.
+// and a delete or trace record decodes only as one of its key's user.
 #include "src/ingest/kafka_message_encoder.h"
 
 #include <google/protobuf/util/message_differencer.h>
@@ -19,6 +19,7 @@ namespace {
 using exposure::v1::DeleteUserRequest;
 using exposure::v1::Exposure;
 using exposure::v1::RecordExposureRequest;
+using exposure::v1::TracedUser;
 using google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
 
@@ -43,7 +44,7 @@ RecordExposureRequest DecodeAll(KafkaMessageFormat format,
   const KafkaMessageDecoder d(format, surface, nullptr);
   RecordExposureRequest all;
   for (const LogMessage& m : messages) {
-    EXPECT_FALSE(m.delete_user);
+    EXPECT_TRUE(m.op.empty());
     RecordExposureRequest one;
     std::string why;
     EXPECT_EQ(d.Decode(m.key, m.value, &one, &why), std::nullopt) << why;
@@ -108,7 +109,7 @@ TEST(KafkaMessageEncoderTest, ADeleteRecordDecodesAsTheDeleteOfItsKey) {
   req.set_surface("feed");
   req.set_user_id("alice");
   const LogMessage m = enc.EncodeDeleteUser(req);
-  EXPECT_TRUE(m.delete_user);
+  EXPECT_EQ(m.op, kLogOpDeleteUser);
   EXPECT_EQ(m.key, "alice");
   const KafkaMessageDecoder d(KafkaMessageFormat::kExposure, "", nullptr);
   DeleteUserRequest back;
@@ -121,6 +122,38 @@ TEST(KafkaMessageEncoderTest, ADeleteRecordDecodesAsTheDeleteOfItsKey) {
             BadMessageReason::kKeyMismatch);
   EXPECT_EQ(d.DecodeDeleteUser("alice", "\xff\xff", &back, &why),
             BadMessageReason::kUndecodable);
+}
+
+TEST(KafkaMessageEncoderTest, ATraceRecordCarriesTheProducersTracedSince) {
+  const KafkaMessageEncoder enc(KafkaMessageFormat::kJson, "feed");
+  const LogMessage add = enc.EncodeTraceChange("alice", true, 1700000000123);
+  EXPECT_EQ(add.op, kLogOpTraceAdd);
+  EXPECT_EQ(add.key, "alice");
+  EXPECT_EQ(add.what, "the trace_add of user \"alice\"");
+  const KafkaMessageDecoder d(KafkaMessageFormat::kJson, "feed", nullptr);
+  TracedUser back;
+  std::string why;
+  ASSERT_EQ(d.DecodeTraceChange(add.op, add.key, add.value, &back, &why),
+            std::nullopt)
+      << why;
+  EXPECT_EQ(back.user_id(), "alice");
+  EXPECT_EQ(back.traced_since_ms(), 1700000000123);
+  EXPECT_EQ(d.DecodeTraceChange(add.op, "bob", add.value, &back, &why),
+            BadMessageReason::kKeyMismatch);
+  // A trace_add without a time: each owner would have to pick its own.
+  const LogMessage remove = enc.EncodeTraceChange("alice", false, 0);
+  EXPECT_EQ(remove.op, kLogOpTraceRemove);
+  EXPECT_EQ(
+      d.DecodeTraceChange(remove.op, remove.key, remove.value, &back, &why),
+      std::nullopt)
+      << why;
+  EXPECT_EQ(d.DecodeTraceChange(kLogOpTraceAdd, remove.key, remove.value, &back,
+                                &why),
+            BadMessageReason::kInvalid);
+  EXPECT_THAT(why, HasSubstr("traced_since_ms is 0"));
+  EXPECT_EQ(
+      d.DecodeTraceChange(kLogOpTraceAdd, "alice", "\xff\xff", &back, &why),
+      BadMessageReason::kUndecodable);
 }
 
 }  // namespace

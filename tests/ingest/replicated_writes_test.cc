@@ -1,6 +1,7 @@
 // Replicated writes (issue 16, milestone 2) against librdkafka's mock
 // cluster, three real servers in-process (P = 6, N = 3, R = 2): a
-// RecordExposure or DeleteUser sent to either owner of a user is produced
+// RecordExposure, DeleteUser, AddTracedUsers or RemoveTracedUsers sent to
+// either owner of a user is produced
 // to the exposure topic, answered OK only once Kafka acknowledged it, and
 // applied from the log by both owners; a write Kafka did not acknowledge
 // answers UNAVAILABLE naming what was not written, and nothing acknowledged
@@ -8,7 +9,10 @@
 #include <grpcpp/grpcpp.h>
 #include <librdkafka/rdkafka.h>
 
+#include <future>
+#include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +20,8 @@
 #include "exposure_filter/partitioning.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/ingest/exposure_log_producer.h"
+#include "src/ingest/kafka_message_decoder.h"
 #include "tests/ingest/replicated_cluster_test_base.h"
 
 namespace exposure_filter {
@@ -91,6 +97,53 @@ class ReplicatedWritesTest : public ReplicatedClusterTest {
     };
     WaitFor([&] { return missing().empty(); });
     for (const std::string& m : missing()) ADD_FAILURE() << "missing: " << m;
+  }
+  template <typename Req, typename Resp>
+  grpc::Status Trace(int32_t r, const std::vector<std::string>& users,
+                     Resp* resp) {
+    Req req;
+    for (const std::string& u : users) req.add_user_ids(u);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    if constexpr (std::is_same_v<Req, exposure::v1::AddTracedUsersRequest>) {
+      return stubs_[r]->AddTracedUsers(&ctx, req, resp);
+    } else {
+      return stubs_[r]->RemoveTracedUsers(&ctx, req, resp);
+    }
+  }
+  grpc::Status AddTraced(int32_t r, const std::vector<std::string>& users,
+                         exposure::v1::AddTracedUsersResponse* resp) {
+    return Trace<exposure::v1::AddTracedUsersRequest>(r, users, resp);
+  }
+  grpc::Status RemoveTraced(int32_t r, const std::vector<std::string>& users,
+                            exposure::v1::RemoveTracedUsersResponse* resp) {
+    return Trace<exposure::v1::RemoveTracedUsersRequest>(r, users, resp);
+  }
+  // Replica r's traced users -> traced_since_ms (empty if the call failed).
+  std::map<std::string, int64_t> TracedOn(int32_t r) {
+    exposure::v1::ListTracedUsersResponse resp;
+    grpc::ClientContext ctx;
+    std::map<std::string, int64_t> out;
+    if (!stubs_[r]->ListTracedUsers(&ctx, {}, &resp).ok()) return out;
+    for (const exposure::v1::TracedUser& u : resp.users()) {
+      out[u.user_id()] = u.traced_since_ms();
+    }
+    return out;
+  }
+  exposure::v1::ExplainResponse Explain(int32_t r, const std::string& user,
+                                        const std::vector<uint64_t>& items) {
+    exposure::v1::ExplainRequest req;
+    req.set_user_id(user);
+    for (uint64_t i : items) req.add_item_ids(i);
+    exposure::v1::ExplainResponse resp;
+    grpc::ClientContext ctx;
+    if (!stubs_[r]->Explain(&ctx, req, &resp).ok()) resp.Clear();
+    return resp;
+  }
+  uint64_t BadMessages(int32_t r, BadMessageReason reason) {
+    return servers_[r]->kafka_ingest()->stats().bad_messages[static_cast<int>(
+        reason)];
   }
   uint64_t BadMessages(int32_t r) {
     uint64_t bad = 0;
@@ -227,6 +280,145 @@ TEST_F(ReplicatedWritesTest, ANotOwnedUserIsRefusedBeforeAnythingIsProduced) {
   EXPECT_EQ(servers_[0]->log_producer()->stats().messages_acked, 0u);
 }
 
+TEST_F(ReplicatedWritesTest, TracingThroughOneOwnerTracesBothInLogOrder) {
+  // Batches wait 2 s, so item 1 is still in the consumers' pending batch
+  // when the trace_add arrives: it must be applied before it (untraced).
+  edit_config_ = [](ServerConfig* c) {
+    c->kafka.max_batch_wait = absl::Seconds(2);
+  };
+  StartAll();
+  const std::string user = UsersOwnedBy(0, 2, 1)[0];
+  const std::vector<int32_t> owners = Owners(user);
+  const int32_t a = owners[0], b = owners[1];
+  ASSERT_TRUE(RecordOne(a, user, 1).ok());
+  const int64_t before = clock_.NowMs();
+  exposure::v1::AddTracedUsersResponse added;
+  const grpc::Status traced = AddTraced(a, {user, user}, &added);
+  ASSERT_TRUE(traced.ok()) << traced.error_message();
+  const int64_t after = clock_.NowMs();
+  EXPECT_EQ(added.added(), 1u);  // duplicates count once
+  EXPECT_EQ(added.traced(), 1u);
+  // Item 2 is written through the other owner, after the trace_add.
+  const int64_t t2 = clock_.NowMs();
+  exposure::v1::RecordExposureRequest req;
+  exposure::v1::Exposure* e = req.add_exposures();
+  e->set_user_id(user);
+  e->add_item_ids(2);
+  e->set_event_time_ms(t2);
+  exposure::v1::RecordExposureResponse resp;
+  ASSERT_TRUE(Record(b, req, &resp).ok());
+  ExpectOnEveryOwner(user, 2);
+  // Both copies trace the user since the same time, the receiving
+  // replica's clock when it produced the record.
+  std::vector<int64_t> since;
+  for (int32_t r : owners) {
+    ASSERT_TRUE(WaitFor([&] { return TracedOn(r).count(user) == 1; }))
+        << "owner " << r << " never traced " << user;
+    since.push_back(TracedOn(r)[user]);
+    EXPECT_GE(since.back(), before) << "owner " << r;
+    EXPECT_LE(since.back(), after) << "owner " << r;
+    const exposure::v1::ExplainResponse x = Explain(r, user, {1, 2});
+    ASSERT_TRUE(x.traced()) << "owner " << r;
+    EXPECT_EQ(x.traced_since_ms(), since.back());
+    ASSERT_EQ(x.items_size(), 2);
+    // Item 1 was logged before the trace_add: filtered, not in the trace.
+    EXPECT_TRUE(x.items(0).filtered()) << "owner " << r;
+    EXPECT_EQ(x.items(0).recorded_exposures_ms_size(), 0) << "owner " << r;
+    ASSERT_EQ(x.items(1).recorded_exposures_ms_size(), 1) << "owner " << r;
+    EXPECT_EQ(x.items(1).recorded_exposures_ms(0), t2) << "owner " << r;
+  }
+  EXPECT_EQ(since[0], since[1]);
+  const int32_t other = 3 - a - b;  // owns none of the user's partitions
+  EXPECT_EQ(TracedOn(other).count(user), 0u);
+
+  // Removed through the other owner: on both.
+  exposure::v1::RemoveTracedUsersResponse removed;
+  const grpc::Status untraced = RemoveTraced(b, {user}, &removed);
+  ASSERT_TRUE(untraced.ok()) << untraced.error_message();
+  EXPECT_EQ(removed.removed(), 1u);
+  EXPECT_EQ(removed.traced(), 0u);
+  for (int32_t r : owners) {
+    EXPECT_TRUE(WaitFor([&] { return TracedOn(r).empty(); }))
+        << "owner " << r << " still traces " << user;
+    EXPECT_FALSE(Explain(r, user, {2}).traced()) << "owner " << r;
+    EXPECT_EQ(servers_[r]->kafka_ingest()->stats().trace_changes, 2u);
+    EXPECT_EQ(BadMessages(r), 0u) << "owner " << r;
+  }
+}
+
+TEST_F(ReplicatedWritesTest, TracingRefusesBadOrForeignUsersBeforeProducing) {
+  StartAll();
+  const std::string mine = UsersOwnedBy(0, 1, 1)[0];
+  const std::string other = UsersOwnedBy(1, 2, 1)[0];
+  exposure::v1::AddTracedUsersResponse added;
+  const grpc::Status foreign = AddTraced(0, {mine, other}, &added);
+  EXPECT_EQ(foreign.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(foreign.error_message(), HasSubstr("user_ids[1]"));
+  exposure::v1::RemoveTracedUsersResponse removed;
+  const grpc::Status empty = RemoveTraced(0, {}, &removed);
+  EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty.error_message(), HasSubstr("user_ids"));
+  EXPECT_EQ(servers_[0]->log_producer()->stats().messages_acked, 0u);
+}
+
+TEST_F(ReplicatedWritesTest, AFullCopySkipsTheTraceAndKeepsConsuming) {
+  const std::string user = UsersOwnedBy(0, 1, 1)[0];
+  // Replica 1 may trace nobody; replica 0 the default.
+  edit_config_ = [](ServerConfig* c) {
+    if (c->cluster.replica_ordinal == 1) c->trace_limits.max_users = 0;
+  };
+  StartAll();
+  // The receiving copy checks its own limit first: nothing is produced.
+  exposure::v1::AddTracedUsersResponse added;
+  const grpc::Status full = AddTraced(1, {user}, &added);
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(full.error_message(), HasSubstr("--trace_max_users=0"));
+  EXPECT_EQ(servers_[1]->log_producer()->stats().messages_acked, 0u);
+  // Through replica 0 it is written; replica 1 skips it and counts it.
+  ASSERT_TRUE(AddTraced(0, {user}, &added).ok());
+  EXPECT_TRUE(WaitFor([&] { return TracedOn(0).count(user) == 1; }));
+  EXPECT_TRUE(WaitFor(
+      [&] { return BadMessages(1, BadMessageReason::kTraceFull) == 1; }));
+  EXPECT_TRUE(TracedOn(1).empty());
+  // Its partition did not stall on the record.
+  ASSERT_TRUE(RecordOne(0, user, 5).ok());
+  ExpectOnEveryOwner(user, 5);
+  EXPECT_EQ(BadMessages(0), 0u);
+}
+
+TEST_F(ReplicatedWritesTest, ARecordOfAnUnknownOpIsSkippedAndTheRestApplied) {
+  StartAll();
+  const std::string user = UsersOwnedBy(1, 2, 1)[0];
+  // What a newer replica might write: skipped as undecodable by this one,
+  // never read as exposures, and the partition goes on.
+  // Its value parses as an Exposure of item 9: read as one, it would file
+  // item 9 for the user.
+  exposure::v1::Exposure looks_like_one;
+  looks_like_one.set_user_id(user);
+  looks_like_one.add_item_ids(9);
+  LogMessage m;
+  m.key = user;
+  m.value = looks_like_one.SerializeAsString();
+  m.op = "trace_pause";
+  m.what = "newer";
+  std::promise<size_t> failures;
+  servers_[1]->log_producer()->Produce(
+      {m}, [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+        failures.set_value(f.size());
+      });
+  ASSERT_EQ(failures.get_future().get(), 0u);
+  ASSERT_TRUE(RecordOne(2, user, 8).ok());
+  ExpectOnEveryOwner(user, 8);
+  for (int32_t r : Owners(user)) {
+    bool removed = true;
+    ASSERT_TRUE(Recall(r, user, 9, &removed).ok());
+    EXPECT_FALSE(removed) << "owner " << r << " read the record as exposures";
+    EXPECT_EQ(BadMessages(r, BadMessageReason::kUndecodable), 1u)
+        << "owner " << r;
+    EXPECT_EQ(BadMessages(r), 1u) << "owner " << r;
+  }
+}
+
 // Two brokers, partitions led alternately by broker 1 and 2; broker 2
 // refuses the next Produce requests: the users whose partitions it leads are
 // named as not written, the others are written on both owners.
@@ -322,6 +514,38 @@ TEST_F(ReplicatedWritesFailureTest, ABrokerDownIsUnavailableAndLosesNothing) {
   // happen.
   ExpectOnEveryOwner(before, 11);
   ExpectOnEveryOwner(after, 13);
+}
+
+TEST_F(ReplicatedWritesFailureTest, ATraceChangeNotWrittenChangesNothing) {
+  StartAll();
+  // Two users of replicas {0, 2} in partitions broker 1 leads.
+  std::vector<std::string> users;
+  for (const std::string& u : UsersOwnedBy(0, 2, 40)) {
+    if (KafkaPartitionForKey(u, kPartitions) % 2 == 0) users.push_back(u);
+  }
+  ASSERT_GE(users.size(), 2u);
+  users.resize(2);
+  cluster_->SetBrokerDown(1);
+  exposure::v1::AddTracedUsersResponse added;
+  const grpc::Status down = AddTraced(2, users, &added);
+  EXPECT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE);
+  for (const std::string& u : users) {
+    EXPECT_THAT(down.error_message(),
+                HasSubstr(absl::StrCat("the trace_add of user \"", u, "\"")));
+  }
+  EXPECT_THAT(down.error_message(),
+              HasSubstr("nothing of this call was written"));
+  cluster_->SetBrokerUp(1);
+  // Exposures written after it are on both copies; had the trace_add been
+  // written, it would be applied before them (log order).
+  ASSERT_TRUE(WaitFor([&] { return RecordOne(0, users[0], 21).ok(); }));
+  ASSERT_TRUE(RecordOne(0, users[1], 22).ok());
+  ExpectOnEveryOwner(users[0], 21);
+  ExpectOnEveryOwner(users[1], 22);
+  for (int32_t r : Owners(users[0])) {
+    EXPECT_TRUE(TracedOn(r).empty()) << "owner " << r;
+    EXPECT_EQ(servers_[r]->kafka_ingest()->stats().trace_changes, 0u);
+  }
 }
 
 }  // namespace

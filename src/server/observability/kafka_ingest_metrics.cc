@@ -65,6 +65,10 @@ std::vector<prometheus::MetricFamily> KafkaIngestMetrics::Collect() const {
   counter("exposure_filter_kafka_deletes_total",
           "delete_user records applied from Kafka (replicated DeleteUser)",
           s.deletes);
+  counter("exposure_filter_kafka_trace_changes_total",
+          "trace_add / trace_remove records applied from Kafka (replicated "
+          "AddTracedUsers / RemoveTracedUsers)",
+          s.trace_changes);
   counter("exposure_filter_kafka_batches_total",
           "Kafka batches recorded and made durable with their offsets",
           s.batches);
