@@ -140,6 +140,14 @@ struct WireHeader {
   uint64_t u;
 };
 
+// The error of a run whose code `i` (of `n`) runs past the payload: one
+// wording for Parse and FromSerialized, which must refuse the same runs.
+absl::Status TruncatedInCode(uint32_t i, uint32_t n, size_t payload_bytes) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "fingerprint run truncated in code %d of %d (%d payload bytes)", i, n,
+      payload_bytes));
+}
+
 absl::StatusOr<WireHeader> ParseWireHeader(const unsigned char* p,
                                            size_t payload_bytes) {
   auto le32 = [p](size_t at) {
@@ -337,9 +345,7 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Parse(std::string_view bytes,
   }
   const uint64_t mask = (uint64_t{1} << k) - 1;
   const auto truncated = [&](uint32_t i) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fingerprint run truncated in code %d of %d (%d payload bytes)", i, n,
-        payload_bytes));
+    return TruncatedInCode(i, n, payload_bytes);
   };
   // Remainders first (n * k bits), then n unary parts. The buffer is zero
   // beyond the given bytes, so a set bit found is inside them; every word
@@ -838,9 +844,7 @@ absl::StatusOr<FingerprintRunView> FingerprintRunView::FromSerialized(
   const uint64_t avail = uint64_t{payload_bytes} * 8;
   if (n == 0) return FingerprintRunView(words, bit_offset, 0, u, b, k, 0);
   const auto truncated = [&](uint32_t i) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "fingerprint run truncated in code %d of %d (%d payload bytes)", i, n,
-        payload_bytes));
+    return TruncatedInCode(i, n, payload_bytes);
   };
   const uint64_t remainder_bits = uint64_t{n} * k;
   if (remainder_bits >= avail) return truncated(0);
