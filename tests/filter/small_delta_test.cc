@@ -7,9 +7,9 @@
 // Session 7's gap: at delta = 1e-4 the ManyRuns pattern (each slice's calls
 // in a burst at its span's end: every run is outgrown) reached F =
 // 1.00001e-4 at 20,720 items. Its later runs start at b = 26 there (19 at
-// 1%), the first slices' ladders spent 92% of the budget on 10,500 items,
-// the next slice reached b = 32 after four runs, and the reserve, 1/1024 of
-// the budget, held only delta * 2^32 / 1024 = 419 items at 2^-32.
+// 1%), the first two slices' ladders spent 92% of the budget on their
+// 14,280 items, the third reached b = 32 at its fourth run, and the
+// reserve, 1/1024 of the budget, held delta * 2^32 / 1024 = 419 items.
 #include <gtest/gtest.h>
 
 #include <algorithm>
