@@ -14,7 +14,8 @@ bench/memory_bench (docs/format2-design.md, "Sizing policy").
 Policy (run_sizing.h has the derivations):
   * F = sum over runs of weight / 2^b (n / U for a prefix run; a run re-mapped
     to U < 2^b claims its exact expected weight n * sum c^2 / 2^b, size-biased)
-    stays within the admission budget delta * (1 - 1/1024) after every write.
+    stays within the admission budget delta - R after every write, R the
+    overflow reserve max(delta / 1024, min(2^15 / 2^32, delta / 2)).
   * A write joins its slice's newest open (prefix) run while the run's
     capacity and the budget hold; else the slice's sealed run if the slice
     keeps its proportional share (JoinsSealed); else a slice holding 64 runs
@@ -126,7 +127,8 @@ class Slice:
 
 class UserModel:
     def __init__(self, delta):
-        self.budget = delta * (1 - 1 / 1024)
+        # RunSizing::OverflowReserve: delta / 1024 at delta >= 0.78%.
+        self.budget = delta - max(delta / 1024, min(2**15 / 2**32, delta / 2))
         self.delta = delta
         self.slices = []  # ascending index
 

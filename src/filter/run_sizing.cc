@@ -9,8 +9,19 @@ double RunSizing::Budget(double delta, double legacy_fp) {
   return std::max(delta - legacy_fp, delta / 8);
 }
 
+double RunSizing::OverflowReserve(double budget) {
+  return std::max(budget * kReserveShareFloor,
+                  std::min(std::ldexp(kReservedItems, -kMaxPrecision),
+                           budget * kMostReserveShare));
+}
+
 double RunSizing::AdmissionBudget(double delta, double legacy_fp) {
-  return Budget(delta, legacy_fp) * (1 - kOverflowReserve);
+  const double budget = Budget(delta, legacy_fp);
+  return budget - OverflowReserve(budget);
+}
+
+double RunSizing::GuaranteedItems(double delta, double legacy_fp) {
+  return std::ldexp(OverflowReserve(Budget(delta, legacy_fp)), kMaxPrecision);
 }
 
 OpenRunShape RunSizing::NewOpenRun(double budget, double fp_now,

@@ -129,20 +129,51 @@ class RunSizing {
   // 1 bit the 20/call spread user also held its fifth slice open (U = 271k)
   // while writing: +38 B/user right after the writes (format2_memory_test).
   static constexpr double kDeferBelowGainBits = 0.5;
-  // Fraction of the budget that no admission (join, new run, seal) may use:
-  // when the shares are exhausted even at b = 32, the run that must still
-  // take a write (no false negatives) spends from it, 2^-32 per item: ~43,000
-  // such items at delta = 1% before F could pass the budget.
-  static constexpr double kOverflowReserve = 1.0 / 1024;
+  // The overflow reserve: the part of the budget no admission (join, new
+  // run, seal) may use. When the shares are spent even at b = 32, a write
+  // must still be recorded (no false negatives): its items go to a run at
+  // b = 32 past that run's capacity, 2^-32 of F each, and only there
+  // (UserFilter::Record). Every admission leaves F <= A = budget - R, and
+  // every live item costs a run at least 2^-32 (U <= 2^32), so by induction
+  // over writes and drops
+  //     F <= A + X * 2^-32,  X = live items written since F was last <= A
+  //       <= A + N * 2^-32   (N = the user's live items),
+  // and F <= budget for EVERY user with N <= R * 2^32, whatever the order,
+  // batch sizes or ages of its writes. No format-2 filter can do better
+  // than N <= budget * 2^32 (b <= 32: each fingerprint claims >= 2^-32), so
+  // R is sized in items, not only as a fraction of the budget (1/1024 held
+  // ~43,000 items at delta = 1% but 420 at 1e-4: F reached 1.00001e-4 at
+  // 20,720 items of the ManyRuns pattern, tests/filter/small_delta_test):
+  //     R = max(budget / 1024, min(kReservedItems * 2^-32,
+  //                                budget * kMostReserveShare)).
+  // Guaranteed items R * 2^32: 32,768 for 1.53e-5 <= delta <= 0.78%,
+  // delta * 2^22 above (41,943 at 1%, where R is the 1/1024 it was: the
+  // same bytes), delta * 2^31 below (2,147 at 1e-6, the least delta the
+  // policy allows). Covering issue 15's 50,000-item user at 1% would take
+  // R = 1.2e-5 > budget / 1024: +0.2 to +1 B/user in memory_bench.
+  static constexpr double kReserveShareFloor = 1.0 / 1024;
+  static constexpr double kReservedItems = 32768;
+  // Below delta ~ 1.53e-5 the reserve is half the budget: the runs still
+  // get the other half, at most 1 bit per item more than with all of it
+  // (a Rice-coded item costs log2(U / n) + 1.5 bits, and half the budget
+  // doubles U), and the guarantee is budget * 2^31 items, half of what any
+  // 32-bit fingerprint filter can hold at that delta (2,147 of 4,295 at
+  // delta = 1e-6).
+  static constexpr double kMostReserveShare = 0.5;
 
   // The FP budget left for runs beside legacy Bloom slices of rate
   // `legacy_fp`. If the legacy slices took (nearly) all of delta, runs
   // still get delta / 8: new writes must be recorded (no false negatives),
   // and the legacy slices age out within the window.
   static double Budget(double delta, double legacy_fp);
+  // The overflow reserve R of a run budget (see kReservedItems).
+  static double OverflowReserve(double budget);
   // Budget minus the overflow reserve: what joins, new runs and seals may
   // fill (the `budget` argument of the functions below).
   static double AdmissionBudget(double delta, double legacy_fp);
+  // Live items up to which F <= Budget(delta, legacy_fp) holds by
+  // construction: R * 2^32.
+  static double GuaranteedItems(double delta, double legacy_fp);
 
   // Shape of a new open run for a user whose runs sum to `fp_now` and who
   // will hold `items_after` items with the write, `slice_items_after` of

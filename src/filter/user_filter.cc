@@ -979,11 +979,16 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
                                sealed->meta.count, m, items + m, window)) {
       done = join_sealed(sealed);
     }
+    // At the cap (kMaxRunsPerSlice), the overflow run: the slice's most
+    // precise open run if it is at b = 32, else a new one at b = 32 (the
+    // slice's one run past the cap: later writes join it).
+    bool overflow_run = false;
     if (!done && slice.runs.size() >= kMaxRunsPerSlice) {
-      // The slice holds its most runs (kMaxRunsPerSlice): the items join its
-      // most precise open run past that run's capacity (no false negative;
-      // F grows by m / 2^b, which the budget check would refuse only when
-      // the shares are spent, when every new run would be at b = 32 too).
+      // The items join the overflow run past its capacity: no false
+      // negative, F grows by m / 2^32, which the overflow reserve covers
+      // (RunSizing::kReservedItems). Every overflow item costs exactly
+      // 2^-32: a less precise run would spend the reserve faster than the
+      // bound R * 2^32 items assumes.
       size_t best = slice.runs.size();
       for (size_t i = 0; i < slice.runs.size(); ++i) {
         const RunMeta& r = slice.runs[i].meta;
@@ -993,7 +998,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
           best = i;
         }
       }
-      if (best < slice.runs.size()) {
+      if (best < slice.runs.size() &&
+          slice.runs[best].meta.precision == RunSizing::kMaxPrecision) {
         slice.runs[best].meta.capacity = std::numeric_limits<uint32_t>::max();
         const RunMeta& o = slice.runs[best].meta;
         done = JoinOpen(slice, best, fingerprints(o.precision, o.universe), fp,
@@ -1005,6 +1011,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
           held += slice.runs[best + 1].meta.count;
         }
         slice.runs[best].meta.capacity = held;
+      } else {
+        overflow_run = true;
       }
     }
     if (!done) {
@@ -1031,9 +1039,19 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
             slice_items + m, items + m, event_ms - first_ms,
             policy.SliceEndMs(index) - event_ms, policy.slice_span_ms());
       }
-      const OpenRunShape shape = RunSizing::NewOpenRun(
+      OpenRunShape shape = RunSizing::NewOpenRun(
           budget, fp, slice_items + m, items + m, window,
           /*first_run=*/items == 0, rate_expected, older_sealed);
+      if (overflow_run && shape.precision < RunSizing::kMaxPrecision) {
+        // Its admitted share stays half of what is left; past that, the
+        // reserve pays 2^-32 per item.
+        shape.precision = RunSizing::kMaxPrecision;
+        shape.universe = uint64_t{1} << RunSizing::kMaxPrecision;
+        shape.capacity = static_cast<uint32_t>(
+            std::min<double>(std::floor(std::max(0.0, (budget - fp) / 2) *
+                                        static_cast<double>(shape.universe)),
+                             static_cast<double>(UINT32_MAX)));
+      }
       RunPlan r;
       r.meta.precision = static_cast<uint8_t>(shape.precision);
       r.meta.universe = shape.universe;
@@ -1041,9 +1059,10 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       r.fps = fingerprints(shape.precision, shape.universe);
       r.meta.count = static_cast<uint32_t>(r.fps.size());
       r.meta.weight = r.meta.count;  // a prefix run
-      // capacity >= 2 (items + m) >= m unless the budget is exhausted even
-      // at b = 32 (F then exceeds it by this run: recording must not lose
-      // items). Rebuild raises capacity to the count.
+      // capacity >= m unless the admission budget is spent even at b = 32:
+      // recording must not lose items, so the rest exceed it at 2^-32 each
+      // (the overflow reserve, RunSizing::kReservedItems). Rebuild raises
+      // capacity to the count.
       r.meta.capacity = shape.capacity;
       added = r.fps.size();
       slice.runs.push_back(std::move(r));
@@ -1371,6 +1390,7 @@ absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
   auto legacy = std::make_unique<Legacy>();
   std::vector<SlicePlan> plan;
   double runs_fp = 0;
+  uint64_t runs_items = 0;
   for (size_t i = 0; i < parts.slices.size(); ++i) {
     SlicePart& sp = parts.slices[i];
     if (i > 0 && sp.index <= parts.slices[i - 1].index) {
@@ -1442,6 +1462,7 @@ absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
       r.fps = run.Fingerprints();
       r.meta.weight = Weight(r.fps, r.meta.precision, r.meta.universe);
       runs_fp += r.meta.fp();
+      runs_items += r.meta.count;
       s.runs.push_back(std::move(r));
     }
     if (!sp.runs.empty()) plan.push_back(std::move(s));
@@ -1463,9 +1484,17 @@ absl::StatusOr<UserFilter> UserFilter::FromParts(const FilterPolicy& policy,
     kept = legacy.get();
   }
   // A legacy-only filter was valid under format 1's own budget; runs must
-  // fit what RunSizing leaves them.
+  // fit what RunSizing leaves them: the budget, or for a user past
+  // RunSizing::GuaranteedItems what Record keeps, A + N * 2^-32 (the
+  // overflow reserve's bound). Refusing it would refuse the whole snapshot
+  // (a restart must lose nothing); every item costs >= 2^-32, so a run set
+  // that spends more than that per item beyond A is still refused.
+  const double legacy_fp = kept ? kept->fp : 0;
   const double budget =
-      RunSizing::Budget(policy.fp_rate(), kept ? kept->fp : 0);
+      std::max(RunSizing::Budget(policy.fp_rate(), legacy_fp),
+               RunSizing::AdmissionBudget(policy.fp_rate(), legacy_fp) +
+                   std::ldexp(static_cast<double>(runs_items),
+                              -RunSizing::kMaxPrecision));
   if (runs_fp > budget * (1 + 1e-9)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "runs' union bound %.6g exceeds the FP budget %.6g (delta %g)", runs_fp,

@@ -81,10 +81,11 @@ class UserFilter {
   // bit of precision per run (b <= 32), so a slice reaches this many only
   // once the budget is spent and every new run takes half of what is left
   // at b = 32 (a slice of tens of thousands of items); from then on a write
-  // that would open one more joins the slice's most precise open run past
-  // its capacity instead, adding m / 2^b to F (m / 2^32 per item at b = 32:
-  // ~4 million items per 0.1% of F). FromParts accepts up to the wire
-  // format's limit (format::kMaxRunsPerSlice = 255).
+  // that would open one more joins the slice's open run at b = 32 past its
+  // capacity instead (one more run, at b = 32, is opened if the slice has
+  // none: at most kMaxRunsPerSlice + 1), adding m / 2^32 to F, which the
+  // overflow reserve pays (RunSizing::kReservedItems). FromParts accepts up
+  // to the wire format's limit (format::kMaxRunsPerSlice = 255).
   static constexpr int kMaxRunsPerSlice = 64;
   // Most slices FromParts accepts (a live filter holds at most
   // FilterPolicy::kMaxLiveSlices + 1).
@@ -189,7 +190,8 @@ class UserFilter {
   // format::kMaxRunsPerSlice runs; every run non-empty with count <= capacity
   // <= U, open runs prefix runs (U = 2^b); and, when there are runs, their
   // union bound within the policy's budget beside the legacy slices
-  // (RunSizing::Budget, + 1e-9 relative).
+  // (RunSizing::Budget, + 1e-9 relative), or within what Record keeps for a
+  // user past RunSizing::GuaranteedItems: AdmissionBudget + N * 2^-32.
   static absl::StatusOr<UserFilter> FromParts(const FilterPolicy& policy,
                                               FilterParts parts,
                                               absl::string_view key);
