@@ -69,23 +69,6 @@ double RunSizing::RateExpectedItems(uint64_t slice_items_after,
          rate * static_cast<double>(std::max<int64_t>(0, remaining_ms));
 }
 
-double RunSizing::NewestReserve(double expected_items, uint64_t slice_items,
-                                int precision) {
-  return std::ldexp(
-      std::max(0.0, expected_items - static_cast<double>(slice_items)),
-      -precision);
-}
-
-double RunSizing::QuietShareOfLeft(double left, double newest_reserve) {
-  if (newest_reserve < 0 || left <= 0) return kQuietShareOfLeft;
-  // Half of what is left, or nearly all of it once the newest slice's
-  // predicted growth is set aside, whichever is more: with the reserve
-  // larger than left / 10 (a newest slice expected to grow a lot) this is
-  // the half, as without a prediction.
-  return std::max(kQuietShareOfLeft,
-                  kReservedShareOfLeft * (left - newest_reserve) / left);
-}
-
 double RunSizing::ProportionalUniverse(double budget, uint64_t slice_items,
                                        uint64_t live_items, int window_slices) {
   const double n_ref =

@@ -35,11 +35,7 @@
 //    of the user the same universe N / delta: eq. 3 of the design), and
 //    at most kQuietShareOfLeft of what the other runs leave; a seal that
 //    cap holds within kDeferBelowGainBits per item of 2^b_low waits
-//    (DefersSeal). While the user writes into the newest slice at a known
-//    rate, the seal may instead take kReservedShareOfLeft of what is left
-//    after the newest slice's predicted growth at its run's precision
-//    (NewestReserve), if that is more, and does not wait
-//    (QuietShareOfLeft). The idle seal (the store's sweeper) takes up to
+//    (DefersSeal). The idle seal (the store's sweeper) takes up to
 //    kIdleShareOfLeft.
 //  * Late items for a sealed slice join its run while U_s >= N_ref / budget
 //    still holds for the grown slice (its share stays proportional);
@@ -123,21 +119,6 @@ class RunSizing {
   // B (memory_bench, BM_Issue15RealTime; docs/format2-design.md).
   static constexpr double kNewestShareOfLeft = 0.9;
   static constexpr double kIdleShareOfLeft = 0.9;
-  // What a quiet seal may take, while the user writes into the newest slice
-  // at a known rate (RateExpectedItems), of what the other runs leave once
-  // the newest slice's predicted growth is set aside (NewestReserve): the
-  // half of kQuietShareOfLeft kept room for a newest slice of unknown
-  // volume; with its volume predicted, the reserve keeps that room and the
-  // quiet slice may take nearly all the rest; such a seal does not wait
-  // (DefersSeal), since the idle seal it would wait for spends the same
-  // budget on the newest slice. 2,000 items at 20 per call over 29 days in
-  // order sealed their fifth slice at U ~ 289k with half (2,889 B/user
-  // right after the writes, newest slice open at 2^19), at their
-  // proportional ~204k with the reserve (2,870); at 1 per call the sixth
-  // slice waited open at 2^19 (2,900), now sealed at ~424k (2,881). The
-  // idle state pays for it: the newest slice's idle seal finds less left
-  // (2,848 -> 2,869 and 2,861 -> 2,882; docs/format2-design.md).
-  static constexpr double kReservedShareOfLeft = 0.9;
   // A quiet seal bound by the share-of-left cap that would take less than
   // this many bits per item off the slice's prefix runs (u above
   // 2^b_low / sqrt(2)) waits for the idle seal, or for an older slice to age
@@ -189,18 +170,6 @@ class RunSizing {
   static double RateExpectedItems(uint64_t slice_items_after,
                                   uint64_t items_after, int64_t elapsed_ms,
                                   int64_t remaining_ms, int64_t span_ms);
-  // F the newest slice's open run (precision `precision`) will add if the
-  // slice grows from `slice_items` to `expected_items` (RateExpectedItems):
-  //   max(0, expected - n_s) / 2^b,
-  // an upper bound where a fuller run would open the next at a larger b.
-  static double NewestReserve(double expected_items, uint64_t slice_items,
-                              int precision);
-
-  // Share of `left` (the budget the other runs leave) a quiet seal may take
-  // while the user writes: kQuietShareOfLeft, or if `newest_reserve` >= 0
-  // (NewestReserve) and that is more,
-  //   kReservedShareOfLeft * (left - newest_reserve) / left.
-  static double QuietShareOfLeft(double left, double newest_reserve);
 
   // The slice's proportional universe: max(N_ref / budget, 2^kSealFloorLog2)
   // with N_ref = max(N_live, L * n_s), rounded up to kSealedUniverseQuantum.

@@ -663,8 +663,7 @@ void UserFilter::MergeTail(SlicePlan& slice, size_t open) const {
 
 void UserFilter::SealQuiet(const FilterPolicy& policy,
                            std::vector<SlicePlan>& plan, double budget,
-                           bool idle, bool newest_ended,
-                           double newest_reserve) const {
+                           bool idle, bool newest_ended) const {
   if (!(idle && newest_ended) && plan.size() < 2) return;
   const int window = std::max(1, policy.max_live_slices() - 1);
   double fp_all = 0;
@@ -702,17 +701,6 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
     }
     if (!any_open) continue;
     const double fp_others = fp_all - fp_slice;
-    // While the user writes into the newest slice at a known rate, the
-    // seal may take up to kReservedShareOfLeft of what is left once the
-    // newest slice's predicted growth is set aside, if that is more than
-    // half (RunSizing::QuietShareOfLeft).
-    double share_of_left = RunSizing::kIdleShareOfLeft;
-    bool reserved = false;
-    if (!idle) {
-      share_of_left =
-          RunSizing::QuietShareOfLeft(budget - fp_others, newest_reserve);
-      reserved = share_of_left > RunSizing::kQuietShareOfLeft;
-    }
     const std::vector<RunPlan> original = s.runs;  // if the seal is refused
     std::vector<RunPlan> keep;
     for (RunPlan& r : s.runs) {
@@ -737,13 +725,13 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       fp_kept -= merged.meta.fp();
     } else if (sealed == nullptr) {
       const uint64_t u = RunSizing::SealedUniverse(
-          budget, fp_others, n_pre, live_items, window, b_low, share_of_left);
+          budget, fp_others, n_pre, live_items, window, b_low,
+          idle ? RunSizing::kIdleShareOfLeft : RunSizing::kQuietShareOfLeft);
       const bool defer =
-          !idle && !reserved &&
-          RunSizing::DefersSeal(u,
-                                RunSizing::ProportionalUniverse(
-                                    budget, n_pre, live_items, window),
-                                b_low);
+          !idle && RunSizing::DefersSeal(u,
+                                         RunSizing::ProportionalUniverse(
+                                             budget, n_pre, live_items, window),
+                                         b_low);
       if (u == 0 || defer) {
         for (RunPlan& r : prefix) keep.push_back(std::move(r));
         s.runs = std::move(keep);
@@ -980,18 +968,6 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       added = n_new;
       return true;
     };
-    // The newest slice's expected final count at the user's rate over its
-    // live history (RunSizing::RateExpectedItems), with `slice_after` items
-    // in it and `items_after` in all.
-    auto expected_in_newest = [&](uint64_t slice_after, uint64_t items_after) {
-      int64_t first_ms = event_ms;
-      for (const SlicePlan& s : plan) {
-        if (!s.runs.empty()) first_ms = std::min(first_ms, s.meta.min_event_ms);
-      }
-      return RunSizing::RateExpectedItems(
-          slice_after, items_after, event_ms - first_ms,
-          policy.SliceEndMs(index) - event_ms, policy.slice_span_ms());
-    };
     bool done = false;
     if (open < slice.runs.size()) {
       const RunMeta& o = slice.runs[open].meta;
@@ -1046,7 +1022,14 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
         for (const RunPlan& r : plan[i].runs) older_sealed &= !r.meta.open;
       }
       if (items > 0 && pos + 1 == plan.size()) {
-        rate_expected = expected_in_newest(slice_items + m, items + m);
+        int64_t first_ms = event_ms;
+        for (const SlicePlan& s : plan) {
+          if (!s.runs.empty())
+            first_ms = std::min(first_ms, s.meta.min_event_ms);
+        }
+        rate_expected = RunSizing::RateExpectedItems(
+            slice_items + m, items + m, event_ms - first_ms,
+            policy.SliceEndMs(index) - event_ms, policy.slice_span_ms());
       }
       const OpenRunShape shape = RunSizing::NewOpenRun(
           budget, fp, slice_items + m, items + m, window,
@@ -1065,39 +1048,7 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       added = r.fps.size();
       slice.runs.push_back(std::move(r));
     }
-    // A write into the newest slice at a known rate: F for the slice's
-    // predicted growth at its open run's precision is set aside before the
-    // quiet slices are sealed (RunSizing::kReservedShareOfLeft). Only where
-    // the prediction means something: the slice's writes came at more than
-    // one time (a slice written in one burst, as the Zipf population's, has
-    // no rate of its own: its sealing cascade cost 5,000 items 8,141 B
-    // instead of 7,692 with the reserve), and its open run has room for the
-    // growth at 2^-b (else the next run opens at half of what is left).
-    double newest_reserve = -1;
-    if (items > 0 && pos + 1 == plan.size() &&
-        slice.meta.max_event_ms > slice.meta.min_event_ms) {
-      uint64_t slice_items = 0;
-      int precision = -1;
-      double room = 0;  // of the newest open run, its tail's items counted
-      for (size_t j = 0; j < slice.runs.size(); ++j) {
-        const RunMeta& r = slice.runs[j].meta;
-        slice_items += r.count;
-        if (!r.open || r.tail) continue;
-        precision = r.precision;
-        room = static_cast<double>(r.capacity) - r.count;
-        if (j + 1 < slice.runs.size() && slice.runs[j + 1].meta.tail) {
-          room -= slice.runs[j + 1].meta.count;
-        }
-      }
-      const double expected = expected_in_newest(slice_items, items + added);
-      if (expected > 0 && precision >= 0 &&
-          expected - static_cast<double>(slice_items) <= room) {
-        newest_reserve =
-            RunSizing::NewestReserve(expected, slice_items, precision);
-      }
-    }
-    SealQuiet(policy, plan, budget, /*idle=*/false, /*newest_ended=*/false,
-              newest_reserve);
+    SealQuiet(policy, plan, budget, /*idle=*/false);
   }
   Rebuild(plan, t.legacy, key());
   return added;

@@ -325,13 +325,9 @@ class UserFilter {
   void MergeTail(SlicePlan& slice, size_t open) const;
   // Seals quiet slices (RunSizing) in `plan`; `idle`: every slice but the
   // newest where that shrinks the codes (SealIdle), the newest too if
-  // `newest_ended`. `newest_reserve` >= 0 (a write into the newest slice at
-  // a known rate, RunSizing::NewestReserve): F set aside for the newest
-  // slice's predicted growth, and a seal takes kReservedShareOfLeft of
-  // what is left after it instead of kQuietShareOfLeft.
+  // `newest_ended`.
   void SealQuiet(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
-                 double budget, bool idle, bool newest_ended = false,
-                 double newest_reserve = -1) const;
+                 double budget, bool idle, bool newest_ended = false) const;
 
   Header* h_ = nullptr;
 };
