@@ -24,39 +24,78 @@ constexpr size_t kSlotBytes = sizeof(UserFilter) + 1;
 // Surface id (2 bytes) + "u" + 11 digits, as bench/memory_bench.
 const std::string kKey = std::string("\0\0", 2) + "u00000000001";
 
-// Issue 15's target, or for a pattern this policy does not meet yet the
-// bytes it measured (2026-11-26) plus 0.5%, as a regression ceiling: the gap
-// is reported in docs/format2-design.md ("Where it loses"). `idle`: after
-// the store's sweeper sealed the idle user (UserFilter::SealIdle), the
-// figure memory_bench reports; otherwise right after the writes. Before the
-// compact tables and the idle seal (branch f2tables) the spread patterns
-// measured 2,969 and 2,953 B here.
-size_t TargetBytes(Pattern p, bool idle) {
+// Issue 15's target (RedisBloom BF.RESERVE 0.01 N: 2,888 B at 2,000 items,
+// 7,024 at 5,000; 100 B for the light user).
+size_t IssueTarget(Pattern p) {
   switch (p) {
     case Pattern::kLight20:
       return 100;
-    case Pattern::kOneCall2000:  // RedisBloom BF.RESERVE 0.01 2000
-    case Pattern::kToday20PerCall:
-      return 2888;
-    case Pattern::kSpread20PerCall:
-      // Written 2,889 B (target 2,888: +0.03%) since the newest slice's run
-      // is sized from the user's rate (2,927 before, at 2^20).
-      return idle ? 2888 : 2903;
-    case Pattern::kSpread1PerCall:
-      // Idle 2,870 B since the idle seal may take 0.9 of what is left
-      // (was 2,896); written 2,901 B (+0.4%): its sixth slice waits open.
-      return idle ? 2888 : 2913;
     case Pattern::kBackfill5000:
-      return 7024;  // RedisBloom BF.RESERVE 0.01 5000
+      return 7024;
+    default:
+      return 2888;
+  }
+}
+
+// Regression ceilings: the mean bytes measured here (20 users, 2026-11-26,
+// branch f2rate) + 0.5%, rounded up (or the lower ceiling they had). The
+// issue's target holds for every row but the spread rows right after the
+// writes: 2,888.9 / 2,899.6 B (newest slice still open at 2^19; 1/call's
+// sixth slice waits open too: docs/format2-design.md, "Where it loses" 6).
+// `idle`: after the store's sweeper sealed the idle user
+// (UserFilter::SealIdle), the figure memory_bench reports as accounted.
+// Before the compact tables and the idle seal (branch f2tables) the spread
+// patterns measured 2,969 and 2,953 B here.
+size_t CeilingBytes(Pattern p, bool idle) {
+  switch (p) {
+    case Pattern::kOneCall2000:  // 2,701.1 B
+      return 2715;
+    case Pattern::kToday20PerCall:  // 2,479.8 B
+      return 2493;
+    case Pattern::kSpread20PerCall:  // written 2,888.9, idle 2,847.6 B
+      return idle ? 2862 : 2903;
+    case Pattern::kSpread1PerCall:  // written 2,899.6, idle 2,861.3 B
+      return idle ? 2876 : 2913;
+    case Pattern::kLight20:  // 89.7 B
+      return 91;
+    case Pattern::kBackfill5000:  // 6,533.9 B
+      return 6567;
   }
   return 0;
 }
 
-// Mean bytes per user over `users` users of pattern `p`; `idle`: after
-// SealIdle, as the sweeper runs it once the user has been idle.
-double MeanBytes(Pattern p, int users, bool idle) {
+// The largest single user of the 20 (same run) + 0.5%: a rule that helps
+// the mean by sacrificing some users shows here. Written 2,705 / 2,483 /
+// 2,895 / 2,906 / 90 / 6,585 B; idle the same but the spread rows' 2,857 /
+// 2,868 (the issue's 2,888 is a mean per pattern).
+size_t WorstUserCeilingBytes(Pattern p, bool idle) {
+  switch (p) {
+    case Pattern::kOneCall2000:
+      return 2719;
+    case Pattern::kToday20PerCall:
+      return 2496;
+    case Pattern::kSpread20PerCall:
+      return idle ? 2872 : 2910;
+    case Pattern::kSpread1PerCall:
+      return idle ? 2883 : 2921;
+    case Pattern::kLight20:
+      return 91;
+    case Pattern::kBackfill5000:
+      return 6618;
+  }
+  return 0;
+}
+
+struct Bytes {
+  double mean = 0;
+  double worst = 0;  // the largest single user
+};
+
+// Bytes per user over `users` users of pattern `p`; `idle`: after SealIdle,
+// as the sweeper runs it once the user has been idle.
+Bytes UserBytes(Pattern p, int users, bool idle) {
   const FilterPolicy policy = DefaultPolicy();
-  double total = 0;
+  Bytes b;
   for (int u = 0; u < users; ++u) {
     std::mt19937_64 rng(1000 + u);
     UserFilter f(kKey);
@@ -69,19 +108,32 @@ double MeanBytes(Pattern p, int users, bool idle) {
                  f.last_active_ms() + RunSizing::kIdleSealMs);
     }
     EXPECT_LE(f.FpBound(policy, kNow), policy.fp_rate());
-    total += static_cast<double>(f.MemoryBytes() + kSlotBytes);
+    const double bytes = static_cast<double>(f.MemoryBytes() + kSlotBytes);
+    b.mean += bytes / users;
+    b.worst = std::max(b.worst, bytes);
   }
-  return total / users;
+  return b;
 }
 
 TEST(Format2MemoryTest, EveryPatternMeetsIssue15sTarget) {
   for (bool idle : {false, true}) {
     for (Pattern p : kAllPatterns) {
-      const double bytes = MeanBytes(p, 20, idle);
-      std::printf("%-36s %-7s %8.1f B/user (target %zu)\n", PatternName(p),
-                  idle ? "idle" : "written", bytes, TargetBytes(p, idle));
-      EXPECT_LE(bytes, TargetBytes(p, idle))
-          << PatternName(p) << (idle ? " idle" : " written");
+      const Bytes b = UserBytes(p, 20, idle);
+      std::printf(
+          "%-36s %-7s %8.1f B/user (ceiling %zu, issue %zu), worst user "
+          "%.0f (ceiling %zu)\n",
+          PatternName(p), idle ? "idle" : "written", b.mean,
+          CeilingBytes(p, idle), IssueTarget(p), b.worst,
+          WorstUserCeilingBytes(p, idle));
+      const char* when = idle ? " idle" : " written";
+      const bool spread_written = !idle && (p == Pattern::kSpread20PerCall ||
+                                            p == Pattern::kSpread1PerCall);
+      if (!spread_written) {
+        EXPECT_LE(b.mean, IssueTarget(p)) << PatternName(p) << when;
+      }
+      EXPECT_LE(b.mean, CeilingBytes(p, idle)) << PatternName(p) << when;
+      EXPECT_LE(b.worst, WorstUserCeilingBytes(p, idle))
+          << PatternName(p) << when;
     }
   }
 }
@@ -102,9 +154,12 @@ TEST(Format2MemoryTest, TheLightUserIsUnder100BytesEvenAlone) {
 // in issue 15's table: 2,000 is): the growth ladder must not run away.
 // Before the first run's share was capped (kFirstRunShare) its 655 items at
 // 2^-17 took half of delta and this user cost 21,741 B (17.4 bits/item);
-// 14,749 B since (20 users; scratch harness, docs/format2-design.md). The
-// ceiling: issue 15's RedisBloom figure at 5,000 items (7,024 B) scaled
-// linearly to 10,000 (an extrapolation, not a measurement), + 10%.
+// 14,749 B since (20 users; scratch harness, docs/format2-design.md), and
+// 14,241.8 B here (5 users, 2026-11-26). The ceiling: that + 0.5%, below
+// issue 15's RedisBloom figure at 5,000 items scaled linearly to 10,000
+// (14,048 B, an extrapolation) + 10%, the ceiling before. A sizing rule that
+// spends the budget of the slices that come next shows here first (a quiet
+// seal at 0.9 of what the newest slice's growth leaves: 14,846 B).
 TEST(Format2MemoryTest, AUserGrowingTo10000ItemsStaysNearTheBloomFilter) {
   const FilterPolicy policy = DefaultPolicy();
   constexpr int kUsers = 5;
@@ -123,7 +178,7 @@ TEST(Format2MemoryTest, AUserGrowingTo10000ItemsStaysNearTheBloomFilter) {
   }
   std::printf("10000, 20/call, 29 days in order %8.1f B/user\n",
               total / kUsers);
-  EXPECT_LE(total / kUsers, 14048 * 1.1);
+  EXPECT_LE(total / kUsers, 14314);
 }
 
 // Runs of `f` as (slice index, open) pairs, slice by slice.

@@ -44,8 +44,9 @@ void VisitUser(const ShardedFilterStore& store, absl::string_view user,
 }
 
 struct Growth {
-  double mean_peak_bytes = 0;  // mean over users of each one's largest bytes
-  double mean_end_bytes = 0;   // after the last write and 2 h of sweeps
+  double mean_peak_bytes = 0;   // mean over users of each one's largest bytes
+  double worst_peak_bytes = 0;  // the largest bytes of any user at any moment
+  double mean_end_bytes = 0;    // after the last write and 2 h of sweeps
 };
 
 // Replays kUsers users of `per_call` items per call in real time; asserts
@@ -137,6 +138,7 @@ void GrowInRealTime(size_t per_call, Growth* g, int days = 29,
   ASSERT_NO_FATAL_FAILURE(sweep_until(clock.NowMs() + 2 * 3600 * 1000));
   for (int u = 0; u < kUsers; ++u) {
     g->mean_peak_bytes += peak[u] / kUsers;
+    g->worst_peak_bytes = std::max(g->worst_peak_bytes, peak[u]);
     g->mean_end_bytes +=
         static_cast<double>(store.GetUserStats(surface, id(u))->bytes) / kUsers;
   }
@@ -150,21 +152,28 @@ void GrowInRealTime(size_t per_call, Growth* g, int days = 29,
 // (RunSizing::NewOpenRun). Peak 2,866 / 2,871 B here, 2,868 / 2,870 B in
 // memory_bench (BM_Issue15RealTime, 300 users); before f2late 3,207 /
 // 3,198 B here: the idle seal of a still-filling newest slice fragmented
-// it (docs/format2-design.md, "Where it loses", 6).
+// it (docs/format2-design.md, "Where it loses", 6). Worst single user (the
+// largest bytes any of the 4 reached, 2026-11-26, branch f2rate): 2,877 /
+// 2,886 B, ceilings that + 0.5%; memory_bench's 300 users reach 2,918 /
+// 2,952 (user_peak_B_max).
 TEST(RealTimeGrowthTest, TwentyPerCallStaysWithinDeltaAndTheCeiling) {
   Growth g;
   ASSERT_NO_FATAL_FAILURE(GrowInRealTime(20, &g));
-  std::printf("20/call in sessions: peak %.1f B/user, end %.1f\n",
-              g.mean_peak_bytes, g.mean_end_bytes);
+  std::printf(
+      "20/call in sessions: peak %.1f B/user (worst user %.0f), end %.1f\n",
+      g.mean_peak_bytes, g.worst_peak_bytes, g.mean_end_bytes);
   EXPECT_LE(g.mean_peak_bytes, 2866 * 1.005);
+  EXPECT_LE(g.worst_peak_bytes, 2877 * 1.005);
 }
 
 TEST(RealTimeGrowthTest, OnePerCallStaysWithinDeltaAndTheCeiling) {
   Growth g;
   ASSERT_NO_FATAL_FAILURE(GrowInRealTime(1, &g));
-  std::printf("1/call in sessions: peak %.1f B/user, end %.1f\n",
-              g.mean_peak_bytes, g.mean_end_bytes);
+  std::printf(
+      "1/call in sessions: peak %.1f B/user (worst user %.0f), end %.1f\n",
+      g.mean_peak_bytes, g.worst_peak_bytes, g.mean_end_bytes);
   EXPECT_LE(g.mean_peak_bytes, 2871 * 1.005);
+  EXPECT_LE(g.worst_peak_bytes, 2886 * 1.005);
 }
 
 // A steady user (not in issue 15's table): 70 items a day, 20 per call, for
@@ -172,14 +181,17 @@ TEST(RealTimeGrowthTest, OnePerCallStaysWithinDeltaAndTheCeiling) {
 // the sweeper). Its bytes peak at 3,815 B (mean of the 4 users' peaks,
 // 2026-11-26, branch f2late; 4,038 B before), 2,957 B two hours after its
 // last write; the compressed replay (format2-design.md, session 7's levers)
-// measured 3,590 B written. Regression ceiling: that peak + 0.5%.
+// measured 3,590 B written. Regression ceiling: that peak + 0.5%; the
+// worst of the 4 users 3,860 B (2026-11-26, branch f2rate) + 0.5%.
 TEST(RealTimeGrowthTest, ASteadyUserOver90DaysStaysWithinDeltaAndTheCeiling) {
   Growth g;
   ASSERT_NO_FATAL_FAILURE(GrowInRealTime(20, &g, 90, 6300));
   std::printf(
-      "steady, 20/call, 90 days in sessions: peak %.1f B/user, end %.1f\n",
-      g.mean_peak_bytes, g.mean_end_bytes);
+      "steady, 20/call, 90 days in sessions: peak %.1f B/user (worst user "
+      "%.0f), end %.1f\n",
+      g.mean_peak_bytes, g.worst_peak_bytes, g.mean_end_bytes);
   EXPECT_LE(g.mean_peak_bytes, 3815 * 1.005);
+  EXPECT_LE(g.worst_peak_bytes, 3860 * 1.005);
 }
 
 }  // namespace
