@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "exposure_filter/filter_format.h"
 #include "src/filter/candidate_sort.h"
+#include "src/filter/rice_model.h"
 #include "src/filter/run_sizing.h"
 
 namespace exposure_filter {
@@ -112,36 +113,6 @@ constexpr uint64_t kRunSpare = 1;  // in the rest: a sealed run not full
 // common case, the differences are a few units).
 constexpr uint64_t kRunWide = 2;
 
-// Expected Rice code length of n distinct fingerprints uniform in [0, u) at
-// parameter k: n (k + 1) remainder and stop bits, and per gap (geometric,
-// mean mu = (u - n) / n) a unary quotient of mean 1 / (e^(2^k / mu) - 1)
-// (fingerprint_run.h). The tables store payload bits as the difference to
-// it: a few units (the quotients' rounding, about sqrt(n / 12), and the
-// last gap) instead of 2-3 varint bytes.
-double ModelRiceBits(uint64_t n, uint64_t u, int k) {
-  const double nd = static_cast<double>(n);
-  const double mean = static_cast<double>(u - n) / nd;
-  double bits = nd * (k + 1);
-  if (mean > 0) bits += nd / std::expm1(std::ldexp(1.0, k) / mean);
-  return bits;
-}
-int64_t ExpectedRiceBits(uint64_t n, uint64_t u, int k) {
-  return std::llround(ModelRiceBits(n, u, k));
-}
-// The k the model prefers near 2^k = mu ln 2 (RiceCode::Choose tries k0 - 1
-// .. k0 + 1 on the real gaps and mostly agrees): the tables store k as the
-// difference to it, 0 in the common case.
-int CanonicalRiceK(uint64_t n, uint64_t u) {
-  const double target =
-      static_cast<double>(u - n) / static_cast<double>(n) * std::log(2.0);
-  int k0 = target >= 1 ? static_cast<int>(std::floor(std::log2(target))) : 0;
-  k0 = std::clamp(k0, 0, 31);
-  int best = k0;
-  for (int k = std::max(0, k0 - 1); k <= std::min(31, k0 + 1); ++k) {
-    if (ModelRiceBits(n, u, k) < ModelRiceBits(n, u, best)) best = k;
-  }
-  return best;
-}
 // Expected weight (RunMeta::weight) of n fingerprints at (b, u): an item
 // lands on f with probability c_f / 2^b, so a stored f covers E[c_f] =
 // sum c^2 / 2^b prefixes (size-biased), with u - h fingerprints covering
