@@ -11,9 +11,10 @@
 #   OLD_BUILD=/work/wt/oldmain2/build-release bash bench/compare_releases.sh
 # Environment: OLD_BUILD (required: a Release build dir of the previous main
 # holding src/server/exposure-filter-server), BUILD (build-release), ROUNDS
-# (3), WORKLOADS ("filter_mask filter_ids"; also "pull"), DURATION (8s),
-# WARMUP (2s), USERS (200), EXPOSURES (2000), CANDIDATES (5000), THREADS (2),
-# INFLIGHT (4), OUT ($BUILD/compare_releases), ports 50171..50175.
+# (3), WORKLOADS ("filter_mask filter_ids"; also "pull", "record"),
+# DURATION (8s), WARMUP (2s), USERS (200), EXPOSURES (2000), CANDIDATES
+# (5000), THREADS (2), INFLIGHT (4), OUT ($BUILD/compare_releases), ports
+# 50171..50175.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,6 +68,7 @@ flags_of() {  # the loadgen flags of a workload
     filter_mask) echo "--mix=filter" ;;
     filter_ids) echo "--mix=filter --result_mode=kept_ids" ;;
     pull) echo "--mix=get_filter" ;;
+    record) echo "--mix=record" ;;  # 50 users x 20 items per call
     *) echo "compare_releases: unknown workload $1" >&2; exit 1 ;;
   esac
 }
