@@ -32,7 +32,9 @@ Policy (run_sizing.h has the derivations):
   * Quiet counts: a write into the newest slice ages the others by one, a
     write behind it restarts every count. A slice (not the newest) quiet for
     8 writes is sealed: its open runs become one run at
-    U = max(N_ref / budget, 2^17, n_s / (share * left)), N_ref = max(N, L n_s),
+    U = max(N_ref / budget, 2^17, n_s / (share * left)),
+    N_ref = max(N, (L + 1) n_s) (the window's L + 1 slice indices; L before
+    f2first),
     rounded up to a multiple of 256, at most 2^b_low; share = 1/2 while the
     user writes. A seal that the share cap (not the proportional share) set
     within 0.5 bit/item of 2^b_low waits (stays open).
@@ -41,6 +43,10 @@ Policy (run_sizing.h has the derivations):
     (f2late: a still-filling newest slice sealed at its first sessions'
     count fragments), sealed the same way at share = 0.9, where the codes
     shrink by more than 24 bits.
+  * The newest slice's one open run, once every older slice is sealed
+    (branch f2first): re-truncated to the least b < its own with
+    2^b >= max(N + n_pred - n_s, L n_pred) / budget whose capacity at 0.9
+    of what the other runs leave holds n_pred = RateExpectedItems.
   * --reserve (rejected, branch f2rate; not in the C++): a quiet seal while
     the user writes into the newest slice (events at more than one time,
     its open run with room for the growth) may take 0.9 of what is left
@@ -189,24 +195,24 @@ class UserModel:
         return self.rate_expected_items(slice_after, items_after, t - first,
                                         (index + 1) * SPAN - t)
 
-    def proportional(self, n_s, live):
-        n_ref = max(live, L * n_s)
+    def proportional(self, n_s, live, window=L):
+        n_ref = max(live, window * n_s)
         u = max(n_ref / self.budget, 2**SEAL_FLOOR_LOG2)
         return math.ceil(u / QUANTUM) * QUANTUM
 
-    def sealed_universe(self, fp_others, n_s, live, b_low, share):
+    def sealed_universe(self, fp_others, n_s, live, b_low, share, window=L):
         left = self.budget - fp_others
         if left <= 0:
             return 0
-        u = max(self.proportional(n_s, live), n_s / (left * share))
+        u = max(self.proportional(n_s, live, window), n_s / (left * share))
         u = min(math.ceil(u / QUANTUM) * QUANTUM, 2**b_low)
         if fp_others + n_s / u > self.budget:
             return 0
         return u
 
-    def joins_sealed(self, fp_now, u, run_n, incoming, live_after):
+    def joins_sealed(self, fp_now, u, run_n, incoming, live_after, window=L):
         n_s = run_n + incoming
-        return (u >= max(live_after, L * n_s) / self.budget
+        return (u >= max(live_after, window * n_s) / self.budget
                 and fp_now + incoming / u <= self.budget)
 
     # user_filter.cc
@@ -253,11 +259,37 @@ class UserModel:
             if expected > 0 and o and expected - n_s <= o[-1].capacity - o[-1].n:
                 reserve = (expected - n_s) / 2**o[-1].b
         self.seal(idle=False, reserve=reserve)
+        if pos + 1 == len(self.slices):
+            self.lower_newest_run(t)
         assert self.fp() <= self.delta * (1 + 1e-9), "F above delta"
+
+    # RunSizing::LoweredNewestRun, UserFilter::LowerNewestRun (f2first)
+    def lower_newest_run(self, t):
+        if any(r.open for s in self.slices[:-1] for r in s.runs):
+            return
+        runs = self.slices[-1].runs
+        if len(runs) != 1 or not runs[0].open:
+            return
+        r = runs[0]
+        predicted = self.expected_in_newest(r.n, self.items(), t)
+        if predicted <= 0:
+            return
+        predicted = max(r.n, predicted)
+        n_ref = max(self.items() + predicted - r.n, L * predicted)
+        b = max(1, math.ceil(math.log2(n_ref / self.budget)))
+        cap = (self.budget - (self.fp() - r.fp())) * NEWEST_SHARE_OF_LEFT
+        if cap <= 0:
+            return
+        while b < r.b and math.floor(cap * 2**b) < predicted:
+            b += 1
+        if b >= r.b or math.floor(cap * 2**b) < r.n:
+            return
+        r.b, r.u, r.capacity = b, 2**b, math.floor(cap * 2**b)
 
     def seal(self, idle, newest_ended=False, reserve=-1):
         if not (idle and newest_ended) and len(self.slices) < 2:
             return
+        window = L + 1  # the L + 1 slices the window holds (f2first)
         live = self.items()
         last = len(self.slices) if idle and newest_ended else len(self.slices) - 1
         for s in self.slices[:last]:
@@ -274,7 +306,7 @@ class UserModel:
             fp_kept = sum(r.fp() for r in s.runs if not r.open)
             if sealed:
                 if sealed.b <= b_low and self.joins_sealed(
-                        fp_others + fp_kept, sealed.u, sealed.n, n_pre, live):
+                        fp_others + fp_kept, sealed.u, sealed.n, n_pre, live, window):
                     merged = Run(sealed.b, sealed.u, sealed.n + n_pre, False, 0)
                     if fp_others + fp_kept - sealed.fp() + merged.fp() <= self.budget:
                         s.runs = [merged] + [r for r in s.runs if not r.open and r is not sealed]
@@ -286,10 +318,10 @@ class UserModel:
                 r_share = RESERVED_SHARE_OF_LEFT * (left - reserve) / left
                 if r_share > share:
                     share, reserved = r_share, True
-            u = self.sealed_universe(fp_others, n_pre, live, b_low, share)
+            u = self.sealed_universe(fp_others, n_pre, live, b_low, share, window)
             if u == 0:
                 continue
-            if not idle and not reserved and u > self.proportional(n_pre, live) and \
+            if not idle and not reserved and u > self.proportional(n_pre, live, window) and \
                     u > 2**b_low * 2**-DEFER_BELOW_GAIN_BITS:
                 continue  # waits for the idle seal
             if idle and sum(r.n * (r.b - math.log2(u)) for r in prefix) < IDLE_MIN_GAIN_BITS:
@@ -375,16 +407,16 @@ def replay(calls, delta, reserve=False):
 
 
 # bench/memory_bench BM_Issue15Patterns (300 users; Zipf 2,000), accounted
-# B/user (written, idle), 2026-11-26 on branch f2rate (the policy of main):
-# docs/performance.md, "Memory per user".
+# B/user (written, idle), 2026-11-26 on branch f2first:
+# docs/performance.md, "Format 2 memory".
 MEMORY_BENCH = {
     "2000 in one call": (2701, 2701),
     "2000, 20/call, today": (2479, 2479),
-    "2000, 20/call, 29 days": (2889, 2847),
-    "2000, 1/call, 29 days": (2899, 2861),
+    "2000, 20/call, 29 days": (2857, 2853),
+    "2000, 1/call, 29 days": (2877, 2874),
     "20 items": (90, 90),
     "5000, 20/call, random over 20 days": (6531, 6531),
-    "Zipf": (7302, 7272),
+    "Zipf": (7260, 7228),
 }
 
 

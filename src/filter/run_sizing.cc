@@ -118,6 +118,36 @@ bool RunSizing::DefersSeal(uint64_t u, double proportional, int b_low) {
              std::ldexp(1.0, b_low) * std::exp2(-kDeferBelowGainBits);
 }
 
+OpenRunShape RunSizing::LoweredNewestRun(double budget, double fp_others,
+                                         uint64_t slice_items,
+                                         uint64_t live_items,
+                                         double predicted_items,
+                                         int window_slices, int precision) {
+  OpenRunShape shape;
+  const double n_s = static_cast<double>(slice_items);
+  if (predicted_items <= 0 || budget <= 0) return shape;
+  const double predicted = std::max(n_s, predicted_items);
+  // The slice's proportional universe once it holds `predicted` items: the
+  // seal would re-map the run no lower (ProportionalUniverse).
+  const double n_ref =
+      std::max(static_cast<double>(live_items) + predicted - n_s,
+               window_slices * predicted);
+  int b = std::max(1, static_cast<int>(std::ceil(std::log2(n_ref / budget))));
+  // Room for the predicted count at kNewestShareOfLeft of what is left, as
+  // NewOpenRun gives the newest slice: F <= fp_others + share * left.
+  const double cap = (budget - fp_others) * kNewestShareOfLeft;
+  if (cap <= 0) return shape;
+  while (b < precision && std::floor(cap * std::ldexp(1.0, b)) < predicted) {
+    ++b;
+  }
+  if (b >= precision) return shape;
+  shape.precision = b;
+  shape.universe = uint64_t{1} << b;
+  shape.capacity = static_cast<uint32_t>(std::min<double>(
+      std::floor(cap * std::ldexp(1.0, b)), static_cast<double>(UINT32_MAX)));
+  return shape;
+}
+
 bool RunSizing::JoinsSealed(double budget, double fp_now, uint64_t u,
                             uint64_t run_items, uint64_t incoming,
                             uint64_t live_items_after, int window_slices) {

@@ -29,14 +29,20 @@
 //    written in turn in no order, stay open until it ends) is sealed: its
 //    prefix runs are re-encoded as one run at
 //      U_s = min(2^b_low, max(N_ref / budget, 2^kSealFloorLog2))
-//    with N_ref = max(N_live, L * n_s), L = retention / span: the slice gets
-//    its share in proportion to its count n_s / N_ref, assuming the user's
-//    rate continues for the window (the Lagrange optimum gives every item
-//    of the user the same universe N / delta: eq. 3 of the design), and
+//    with N_ref = max(N_live, (L + 1) * n_s), L = retention / span (the
+//    window holds L + 1 slice indices while the newest fills): the slice
+//    gets its share in proportion to its count n_s / N_ref, assuming the
+//    user's rate continues for the window (the Lagrange optimum gives every
+//    item of the user the same universe N / delta: eq. 3 of the design), and
 //    at most kQuietShareOfLeft of what the other runs leave; a seal that
 //    cap holds within kDeferBelowGainBits per item of 2^b_low waits
 //    (DefersSeal). The idle seal (the store's sweeper) takes up to
 //    kIdleShareOfLeft.
+//  * Once every older slice is sealed, the newest slice's one open run is
+//    re-truncated to the least b' with 2^b' >= its predicted proportional
+//    universe whose capacity at kNewestShareOfLeft of what is left holds
+//    the slice's predicted count (LoweredNewestRun): the F the seals at
+//    L + 1 slices leave goes to the slice still filling.
 //  * Late items for a sealed slice join its run while U_s >= N_ref / budget
 //    still holds for the grown slice (its share stays proportional);
 //    otherwise they open a prefix run of that slice.
@@ -221,6 +227,23 @@ class RunSizing {
   // than L), and sealing would take less than kDeferBelowGainBits of
   // precision per item off its prefix runs (u > 2^(b_low - that)).
   static bool DefersSeal(uint64_t u, double proportional, int b_low);
+
+  // The newest slice's open prefix run, once every older slice is sealed,
+  // re-truncated to fewer bits (prefix_b'(h) = prefix_b(h) >> (b - b'):
+  // exact, no false negative): the least b' with 2^b' >= N_pred / budget
+  // (its proportional universe, N_pred = max(N + n_pred - n_s, L n_pred))
+  // whose capacity at kNewestShareOfLeft of what the other runs leave
+  // holds the slice's predicted count n_pred (RateExpectedItems). Returns
+  // precision 0 if no b' < `precision` does. `fp_others`: F of every other
+  // run. While it fills, the newest slice is the one prefix run of a
+  // steady user (docs/format2-design.md, "Where it loses" 6): at 2^19 its
+  // ~340 items cost ~12.1 bits each where the sealed slices cost ~10.7;
+  // at 2^18, ~11.1, for F the budget then still has.
+  static OpenRunShape LoweredNewestRun(double budget, double fp_others,
+                                       uint64_t slice_items,
+                                       uint64_t live_items,
+                                       double predicted_items,
+                                       int window_slices, int precision);
 
   // Whether `incoming` late items may join a sealed run of universe `u`
   // holding `run_items` (F = `fp_now` before): the slice keeps its

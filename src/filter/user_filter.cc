@@ -636,7 +636,6 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
                            std::vector<SlicePlan>& plan, double budget,
                            bool idle, bool newest_ended) const {
   if (!(idle && newest_ended) && plan.size() < 2) return;
-  const int window = std::max(1, policy.max_live_slices() - 1);
   double fp_all = 0;
   uint64_t live_items = 0;
   for (const SlicePlan& s : plan) {
@@ -645,6 +644,12 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       live_items += r.meta.count;
     }
   }
+  // The proportional share counts the L + 1 slices the window holds while
+  // a slice fills (L spans plus the partial newest): a steady user's 29
+  // days cover 7 slice indices, and at L the older slices' seals left the
+  // last ones half of a thin rest (docs/format2-design.md, "Where it
+  // loses" 6). Its spare F goes to the newest slice (LowerNewestRun).
+  const int window = std::max(1, policy.max_live_slices());
   // An idle user's newest slice is sealed too once its span has ended: its
   // open run's share (half of what was left) and spare precision are then
   // paid for nothing. Before that, a seal at the count of its first sessions
@@ -762,6 +767,61 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
     keep.insert(keep.begin(), std::move(merged));
     s.runs = std::move(keep);
   }
+}
+
+void UserFilter::LowerNewestRun(const FilterPolicy& policy,
+                                std::vector<SlicePlan>& plan, double budget,
+                                int64_t event_ms) const {
+  for (size_t i = 0; i + 1 < plan.size(); ++i) {
+    for (const RunPlan& r : plan[i].runs) {
+      if (r.meta.open) return;  // an older slice still fills
+    }
+  }
+  SlicePlan& newest = plan.back();
+  size_t open = newest.runs.size();
+  uint64_t slice_items = 0;
+  for (size_t j = 0; j < newest.runs.size(); ++j) {
+    const RunMeta& r = newest.runs[j].meta;
+    slice_items += r.count;
+    if (r.tail) continue;
+    // One open run (and its tail): a sealed run or a second open run means
+    // late items or a ladder, which this does not size.
+    if (!r.open || open < newest.runs.size()) return;
+    open = j;
+  }
+  if (open == newest.runs.size()) return;
+  double fp = 0;
+  uint64_t items = 0;
+  int64_t first_ms = event_ms;
+  for (const SlicePlan& s : plan) {
+    if (!s.runs.empty()) first_ms = std::min(first_ms, s.meta.min_event_ms);
+    for (const RunPlan& r : s.runs) {
+      fp += r.meta.fp();
+      items += r.meta.count;
+    }
+  }
+  const int b = newest.runs[open].meta.precision;
+  const double predicted = RunSizing::RateExpectedItems(
+      slice_items, items, event_ms - first_ms,
+      policy.SliceEndMs(newest.meta.index) - event_ms, policy.slice_span_ms());
+  // The open run and its tail are prefix runs at b: F = their count / 2^b.
+  const double fp_others =
+      fp - std::ldexp(static_cast<double>(slice_items), -b);
+  const OpenRunShape shape = RunSizing::LoweredNewestRun(
+      budget, fp_others, slice_items, items, predicted,
+      std::max(1, policy.max_live_slices() - 1), b);
+  if (shape.precision == 0 || shape.capacity < slice_items) return;
+  MergeTail(newest, open);
+  RunPlan& r = newest.runs[open];
+  // prefix_b'(h) = prefix_b(h) >> (b - b'): every item stays claimed, and
+  // items sharing the shorter prefix become one fingerprint.
+  std::vector<uint32_t> fps = Fingerprints(r);
+  for (uint32_t& x : fps) x >>= (b - shape.precision);
+  fps.erase(std::unique(fps.begin(), fps.end()), fps.end());
+  r.meta.precision = static_cast<uint8_t>(shape.precision);
+  r.meta.universe = shape.universe;
+  SetFingerprints(r, std::move(fps));
+  r.meta.capacity = shape.capacity;
 }
 
 bool UserFilter::SealIdle(const FilterPolicy& policy, int64_t now_ms,
@@ -1039,6 +1099,7 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       slice.runs.push_back(std::move(r));
     }
     SealQuiet(policy, plan, budget, /*idle=*/false);
+    if (pos + 1 == plan.size()) LowerNewestRun(policy, plan, budget, event_ms);
   }
   Rebuild(plan, t.legacy, key());
   return added;

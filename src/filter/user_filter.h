@@ -330,6 +330,11 @@ class UserFilter {
   // `newest_ended`.
   void SealQuiet(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
                  double budget, bool idle, bool newest_ended = false) const;
+  // After a write at `event_ms` into the newest slice of `plan`: if every
+  // older slice is sealed and the newest holds one open run, re-truncates
+  // that run to RunSizing::LoweredNewestRun's precision.
+  void LowerNewestRun(const FilterPolicy& policy, std::vector<SlicePlan>& plan,
+                      double budget, int64_t event_ms) const;
 
   Header* h_ = nullptr;
 };
