@@ -769,14 +769,33 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
   }
 }
 
+namespace {
+// Whether no slice but the newest holds an open run (`Plan`: a vector of
+// UserFilter::SlicePlan, a private type deduced here).
+template <typename Plan>
+bool OlderSlicesSealed(const Plan& plan) {
+  for (size_t i = 0; i + 1 < plan.size(); ++i) {
+    for (const auto& r : plan[i].runs) {
+      if (r.meta.open) return false;
+    }
+  }
+  return true;
+}
+// The earliest event of any slice that holds runs, `event_ms` if later.
+template <typename Plan>
+int64_t FirstLiveEventMs(const Plan& plan, int64_t event_ms) {
+  int64_t first_ms = event_ms;
+  for (const auto& s : plan) {
+    if (!s.runs.empty()) first_ms = std::min(first_ms, s.meta.min_event_ms);
+  }
+  return first_ms;
+}
+}  // namespace
+
 void UserFilter::LowerNewestRun(const FilterPolicy& policy,
                                 std::vector<SlicePlan>& plan, double budget,
                                 int64_t event_ms) const {
-  for (size_t i = 0; i + 1 < plan.size(); ++i) {
-    for (const RunPlan& r : plan[i].runs) {
-      if (r.meta.open) return;  // an older slice still fills
-    }
-  }
+  if (!OlderSlicesSealed(plan)) return;  // an older slice still fills
   SlicePlan& newest = plan.back();
   size_t open = newest.runs.size();
   uint64_t slice_items = 0;
@@ -792,9 +811,8 @@ void UserFilter::LowerNewestRun(const FilterPolicy& policy,
   if (open == newest.runs.size()) return;
   double fp = 0;
   uint64_t items = 0;
-  int64_t first_ms = event_ms;
+  const int64_t first_ms = FirstLiveEventMs(plan, event_ms);
   for (const SlicePlan& s : plan) {
-    if (!s.runs.empty()) first_ms = std::min(first_ms, s.meta.min_event_ms);
     for (const RunPlan& r : s.runs) {
       fp += r.meta.fp();
       items += r.meta.count;
@@ -1056,16 +1074,9 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       // live history (RunSizing::RateExpectedItems); its run may take more
       // of what is left once no older slice is open.
       double rate_expected = 0;
-      bool older_sealed = true;
-      for (size_t i = 0; i + 1 < plan.size(); ++i) {
-        for (const RunPlan& r : plan[i].runs) older_sealed &= !r.meta.open;
-      }
+      const bool older_sealed = OlderSlicesSealed(plan);
       if (items > 0 && pos + 1 == plan.size()) {
-        int64_t first_ms = event_ms;
-        for (const SlicePlan& s : plan) {
-          if (!s.runs.empty())
-            first_ms = std::min(first_ms, s.meta.min_event_ms);
-        }
+        const int64_t first_ms = FirstLiveEventMs(plan, event_ms);
         rate_expected = RunSizing::RateExpectedItems(
             slice_items + m, items + m, event_ms - first_ms,
             policy.SliceEndMs(index) - event_ms, policy.slice_span_ms());
