@@ -48,7 +48,7 @@ struct BucketedCandidates {
 class CandidateSorter {
  public:
   // Groups `keys` into ~m buckets (2^B with B = bit_width(m) - 1, so
-  // lambda = m / 2^B in (0.5, 1] keys per bucket; at most 2^14 buckets).
+  // lambda = m / 2^B in [1, 2) keys per bucket; at most 2^14 buckets).
   // The result is valid until the next call.
   BucketedCandidates Bucket(absl::Span<const uint64_t> keys);
 

@@ -549,11 +549,16 @@ void FingerprintRunView::RemoveContainedSorted(
 // buckets between them hold every candidate that can equal f: checking
 // all of them is exact. Fingerprints are spread over U >> 2^E values, so
 // that is one bucket (two when f's prefixes straddle a bucket edge or the
-// reciprocal rounds), lambda <= 1 candidates each on average
+// reciprocal rounds), lambda in [1, 2) candidates each on average
 // (CandidateSorter::Bucket): a fixed window of kWindow = 4 checks covers it
-// without a data-dependent branch (one bucket: P(Poisson(1) > 4) = 0.4%
-// takes the loop; a window of 8 measured slower, its extra checks cost
-// more than the loops it avoided). Each check clears keep[tag] iff the
+// without a data-dependent branch (one bucket of fresh candidates at
+// lambda = 1.22, m = 5,000: P(Poisson > 4) = 0.8% takes the loop; a
+// window of 8 measured slower, its extra checks cost more than the loops
+// it avoided). Candidates repeated or on the walk's own codes crowd the
+// bucket: a code the batch holds sits with 1 + Poisson(lambda) others.
+// FilterRecalled no longer takes this walk (ClaimIndex: one probe per
+// candidate); GetFilter's client (FilterView) and UserFilter's fallback
+// for tiny universes do. Each check clears keep[tag] iff the
 // candidate's fingerprint is f
 // and it is inside the range: outside it a true member could be cleared
 // harmlessly, but the zero padding past the last bucket carries tag 0,
@@ -576,26 +581,41 @@ void FingerprintRunView::RemoveContained(const BucketedCandidates& candidates,
   const uint32_t* bucket_start = candidates.bucket_start;
   RunDecoder dec(words_, bit_offset_, rice_k_);
   dec.Seek(0, bit_offset_ + uint64_t{count_} * rice_k_);
+  // Codes are decoded a block at a time into `fps` and checked in a second
+  // loop: the decoder is one serial chain (each fingerprint needs the last),
+  // the checks are independent of each other, and apart they neither share
+  // registers nor wait on each other (one loop of both spilled and
+  // serialized them).
+  constexpr uint32_t kBlock = 64;
+  uint64_t fps[kBlock];
   uint64_t next = 0;
-  for (uint32_t idx = 0; idx < count_; ++idx) {
-    const uint64_t f = next + dec.NextGap();
-    next = f + 1;
-    const uint32_t lo = bucket_start[((f * recip_lo) >> 32) << coarse];
-    const uint32_t hi =
-        bucket_start[(std::min(((f + 1) * recip_hi) >> 32, last_bucket) + 1)
-                     << coarse];
-    const uint32_t len = hi - lo;
-    if (ABSL_PREDICT_TRUE(len <= kWindow)) {
-      for (uint32_t t = 0; t < kWindow; ++t) {
-        const uint64_t k = keys[lo + t];
-        const bool hit =
-            (FingerprintRun::Fingerprint(k, b, u) == f) & (t < len);
-        keep[static_cast<uint32_t>(k)] &= static_cast<uint8_t>(!hit);
-      }
-    } else {
-      for (uint32_t j = lo; j < hi; ++j) {
-        if (FingerprintRun::Fingerprint(keys[j], b, u) == f) {
-          keep[static_cast<uint32_t>(keys[j])] = 0;
+  for (uint32_t done = 0; done < count_;) {
+    const uint32_t block = std::min(kBlock, count_ - done);
+    for (uint32_t j = 0; j < block; ++j) {
+      const uint64_t f = next + dec.NextGap();
+      fps[j] = f;
+      next = f + 1;
+    }
+    done += block;
+    for (uint32_t j = 0; j < block; ++j) {
+      const uint64_t f = fps[j];
+      const uint32_t lo = bucket_start[((f * recip_lo) >> 32) << coarse];
+      const uint32_t hi =
+          bucket_start[(std::min(((f + 1) * recip_hi) >> 32, last_bucket) + 1)
+                       << coarse];
+      const uint32_t len = hi - lo;
+      if (ABSL_PREDICT_TRUE(len <= kWindow)) {
+        for (uint32_t t = 0; t < kWindow; ++t) {
+          const uint64_t k = keys[lo + t];
+          const bool hit =
+              (FingerprintRun::Fingerprint(k, b, u) == f) & (t < len);
+          keep[static_cast<uint32_t>(k)] &= static_cast<uint8_t>(!hit);
+        }
+      } else {
+        for (uint32_t j2 = lo; j2 < hi; ++j2) {
+          if (FingerprintRun::Fingerprint(keys[j2], b, u) == f) {
+            keep[static_cast<uint32_t>(keys[j2])] = 0;
+          }
         }
       }
     }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "exposure_filter/filter_format.h"
 #include "src/filter/candidate_sort.h"
+#include "src/filter/claim_index.h"
 #include "src/filter/rice_model.h"
 #include "src/filter/run_sizing.h"
 
@@ -157,6 +158,8 @@ bool LegacySliceClaims(const BloomSlices::Slice& s, uint64_t h) {
 
 // Scratch of RemoveExposed, reused per thread: no allocation per request.
 struct SortScratch {
+  std::vector<FingerprintRunView> live;
+  ClaimIndex index;
   std::vector<uint64_t> keys;
   CandidateSorter sorter;
 };
@@ -1127,10 +1130,27 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
     t.legacy->slices.RemoveExposed(policy, now_ms, hashes, keep);
   }
   if (t.runs.empty()) return;
-  // Bucket the still-kept candidates once by their hash's top bits: a
-  // run's fingerprint is monotone in those bits (fingerprint_run.h), so
-  // each live run checks each of its codes against one or two buckets.
   SortScratch& scratch = ThreadScratch();
+  // File the live runs' codes by the hash prefixes they claim and probe
+  // each candidate where it lies (ClaimIndex: a hash join built on the
+  // user's codes, probed by the candidates in order).
+  scratch.live.clear();
+  size_t r = 0;
+  for (const SliceMeta& s : t.slices) {
+    const bool live = policy.SliceLive(s.index, now_ms);
+    for (int j = 0; j < s.num_runs; ++j, ++r) {
+      if (live) scratch.live.push_back(View(t.runs[r]));
+    }
+  }
+  if (scratch.index.Build(scratch.live)) {
+    scratch.index.RemoveClaimed(hashes, keep);
+    return;
+  }
+  // Runs of universes so small that their codes would file into too many
+  // buckets (ClaimIndex's bound): the other direction. Bucket the
+  // still-kept candidates once by their hash's top bits: a run's
+  // fingerprint is monotone in those bits (fingerprint_run.h), so each
+  // live run checks each of its codes against one or two buckets.
   // Sized once, filled without push_back's capacity check per key.
   if (scratch.keys.size() < hashes.size()) scratch.keys.resize(hashes.size());
   uint64_t* keys = scratch.keys.data();
@@ -1142,12 +1162,8 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
   if (m == 0) return;
   const BucketedCandidates bucketed =
       scratch.sorter.Bucket(absl::Span<const uint64_t>(keys, m));
-  size_t r = 0;
-  for (const SliceMeta& s : t.slices) {
-    const bool live = policy.SliceLive(s.index, now_ms);
-    for (int j = 0; j < s.num_runs; ++j, ++r) {
-      if (live) View(t.runs[r]).RemoveContained(bucketed, keep);
-    }
+  for (const FingerprintRunView& run : scratch.live) {
+    run.RemoveContained(bucketed, keep);
   }
 }
 

@@ -119,9 +119,11 @@ class UserFilter {
                   int64_t event_ms);
 
   // Clears keep[i] for every hash the live slices claim. keep[i] == 0 on
-  // entry is left alone. Groups the candidates once by their hash's top
-  // bits (CandidateSorter::Bucket) and walks every live run against the
-  // buckets (FingerprintRunView::RemoveContained): O(m + codes).
+  // entry is left alone. Files the live runs' codes by the hash prefixes
+  // they claim and probes each candidate there (ClaimIndex): O(m + codes +
+  // 4 codes buckets). Where tiny universes would file too much, groups the
+  // candidates by their top bits instead and walks every live run against
+  // them (FingerprintRunView::RemoveContained): same result.
   void RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
                      absl::Span<const uint64_t> hashes, uint8_t* keep) const;
   bool MayContain(const FilterPolicy& policy, int64_t now_ms,

@@ -1,0 +1,142 @@
+#include "src/filter/claim_index.h"
+
+#include <algorithm>
+
+#include "absl/base/optimization.h"
+#include "absl/numeric/bits.h"
+
+namespace exposure_filter {
+namespace {
+
+// The E-bit buckets holding every hash a code of run (b, U) may claim.
+// For E' = min(E, b) the claimed b-bit prefixes P (floor(P U / 2^b) = f)
+// have top E' bits in [floor(f 2^E' / U), floor((f + 1) 2^E' / U)]; with
+// recip_lo = floor(2^(E' + 32) / U) and recip_hi = ceil(2^(E' + 32) / U)
+// the bounds below are at or outside those (both products stay below
+// 2^(E' + 32) + U < 2^64); an E'-bit bucket is 2^(E - E') E-bit ones
+// (FingerprintRunView::RemoveContained has the same math).
+class BucketRange {
+ public:
+  BucketRange(int bits, int precision, uint64_t universe)
+      : e_(std::min(bits, precision)),
+        coarse_(bits - e_),
+        recip_lo_((uint64_t{1} << (e_ + 32)) / universe),
+        recip_hi_(((uint64_t{1} << (e_ + 32)) + universe - 1) / universe),
+        last_((uint64_t{1} << e_) - 1) {}
+  uint64_t first(uint64_t f) const {
+    return ((f * recip_lo_) >> 32) << coarse_;
+  }
+  uint64_t end(uint64_t f) const {
+    return (std::min(((f + 1) * recip_hi_) >> 32, last_) + 1) << coarse_;
+  }
+  // At least end(f) - first(f) for every f of the run: the true range
+  // spans at most ceil(2^E' / U) + 1 E'-bit buckets, each bound may be one
+  // off.
+  uint64_t max_span(uint64_t universe) const {
+    return (((uint64_t{1} << e_) + universe - 1) / universe + 3) << coarse_;
+  }
+
+ private:
+  int e_;
+  int coarse_;
+  uint64_t recip_lo_;
+  uint64_t recip_hi_;
+  uint64_t last_;
+};
+
+}  // namespace
+
+bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
+  filings_ = 0;
+  runs_.clear();
+  fps_.clear();
+  size_t n = 0;
+  for (const FingerprintRunView& r : runs) n += r.count();
+  if (n == 0) return true;
+  bits_ =
+      std::min(static_cast<int>(absl::bit_width(uint64_t{n})) + 2, kMaxBits);
+  const size_t buckets = size_t{1} << bits_;
+  // Refuse before any work if the filing bound could be passed.
+  const uint64_t limit = kMaxFilingsPerCode * n + buckets;
+  uint64_t bound = 0;
+  for (const FingerprintRunView& r : runs) {
+    if (r.count() == 0) continue;
+    bound +=
+        r.count() *
+        BucketRange(bits_, r.precision(), r.universe()).max_span(r.universe());
+    if (bound > limit) return false;
+  }
+  // Count each bucket's entries (two places up, as CandidateSorter), then
+  // prefix-sum them into starts and scatter.
+  start_.assign(buckets + 2, 0u);
+  uint32_t* count = start_.data() + 2;
+  for (const FingerprintRunView& r : runs) {
+    if (r.count() == 0) continue;
+    const size_t from = fps_.size();
+    r.AppendFingerprints(&fps_);
+    const BucketRange range(bits_, r.precision(), r.universe());
+    for (size_t i = from; i < fps_.size(); ++i) {
+      const uint64_t first = range.first(fps_[i]);
+      const uint64_t end = range.end(fps_[i]);
+      ++count[first];
+      for (uint64_t x = first + 1; x < end; ++x) ++count[x];
+    }
+    runs_.push_back({r.universe(), r.precision(), r.count()});
+  }
+  for (size_t j = 2; j < buckets + 2; ++j) start_[j] += start_[j - 1];
+  filings_ = start_[buckets + 1];
+  entries_.resize(filings_ + kPadding);
+  // Scatter: bucket x's entries go to [start[x], start[x + 1]), with
+  // start_[x + 1] as x's cursor (counted two places up, it now holds x's
+  // start and ends at x + 1's).
+  uint32_t* cursor = start_.data() + 1;
+  size_t at = 0;
+  for (size_t run = 0; run < runs_.size(); ++run) {
+    const RunParams& p = runs_[run];
+    const BucketRange range(bits_, p.precision, p.universe);
+    const uint64_t tag = uint64_t{run} << 32;
+    for (const size_t to = at + p.count; at < to; ++at) {
+      const uint64_t f = fps_[at];
+      const uint64_t end = range.end(f);
+      for (uint64_t x = range.first(f); x < end; ++x) {
+        entries_[cursor[x]++] = tag | f;
+      }
+    }
+  }
+  // Padding: run 0, read by a probe past the last bucket, masked off.
+  std::fill(entries_.begin() + filings_, entries_.end(), uint64_t{0});
+  return true;
+}
+
+void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
+                               uint8_t* keep) const {
+  if (filings_ == 0) return;
+  const int shift = 64 - bits_;
+  const uint32_t* start = start_.data();
+  const uint64_t* entries = entries_.data();
+  const RunParams* runs = runs_.data();
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    const uint64_t h = hashes[i];
+    const uint64_t x = h >> shift;
+    const uint32_t lo = start[x];
+    const uint32_t len = start[x + 1] - lo;
+    // One check without a branch (the bucket's first entry, or the next
+    // bucket's / the padding when it is empty: masked by len), more only
+    // for buckets holding two or more codes.
+    const uint64_t e = entries[lo];
+    const RunParams& p = runs[e >> 32];
+    bool hit =
+        (len != 0) & (FingerprintRun::Fingerprint(h, p.precision, p.universe) ==
+                      static_cast<uint32_t>(e));
+    if (ABSL_PREDICT_FALSE(len > 1)) {
+      for (uint32_t j = lo + 1; j < lo + len; ++j) {
+        const RunParams& q = runs[entries[j] >> 32];
+        hit |= FingerprintRun::Fingerprint(h, q.precision, q.universe) ==
+               static_cast<uint32_t>(entries[j]);
+      }
+    }
+    keep[i] &= static_cast<uint8_t>(!hit);
+  }
+}
+
+}  // namespace exposure_filter

@@ -1,0 +1,77 @@
+// ClaimIndex: the codes of a user's live runs, filed by the hash prefixes
+// they claim, so that FilterRecalled checks each candidate where it lies.
+//
+// A run's fingerprint is a monotone function of a hash's top b bits
+// (fingerprint_run.h): code f of a run (b, U) claims exactly the hashes
+// whose fingerprint is f, and those share a short range of top-E-bit
+// prefixes (FingerprintRunView::RemoveContained has the bounds). The index
+// files every code of every run under each E-bit prefix ("bucket") of its
+// range: a hash join whose build side is the user's n codes and whose probe
+// side is the request's m candidates, read in order. Against the other
+// direction (bucket the m candidates, walk each run's codes against the
+// buckets: FingerprintRunView::RemoveContained), the candidates are neither
+// scattered nor re-read at random, keep[] is written in order, and the
+// scatter moves n entries instead of m (a FilterRecalled of 5,000
+// candidates against a 2,000-item user: 2,000 instead of 5,000).
+//
+// Sizing. With 2^E >= 4n buckets (E = bit_width(n) + 2, at most kMaxBits)
+// a bucket holds lambda <= 1/4 codes on average plus the few codes whose
+// range straddles a bucket edge, so a probe makes two fixed checks and
+// loops only past them (P(Poisson(1/4) >= 2) = 2.6% beside a candidate's
+// own code). A code of a run with U >= 2^E spans one or two
+// buckets; of a run with b < E, 2^(E - b) at least. Filing is bounded:
+// a run files at most n_r + n_r 2^E / U_r entries (each code one bucket
+// plus the buckets its prefix range covers), and Build refuses (returns
+// false) past kMaxFilingsPerCode n + 2^E entries, for a caller to take the
+// other direction (runs of tiny universes are legal but rare).
+#ifndef EXPOSURE_FILTER_SRC_FILTER_CLAIM_INDEX_H_
+#define EXPOSURE_FILTER_SRC_FILTER_CLAIM_INDEX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "src/filter/fingerprint_run.h"
+
+namespace exposure_filter {
+
+class ClaimIndex {
+ public:
+  static constexpr int kMaxBits = 16;  // 2^16 bucket starts: 256 KiB
+  static constexpr size_t kMaxFilingsPerCode = 4;
+
+  // Files every code of `runs` (views valid during the call). False when
+  // the filing bound above would be passed; the index is then unusable
+  // until the next Build. Reuses its buffers: no allocation once grown.
+  bool Build(absl::Span<const FingerprintRunView> runs);
+  // Clears keep[i] for every hash[i] that some filed code claims
+  // (keep[i] == 0 on entry stays 0). Exact: the same result as
+  // FingerprintRunView::RemoveContained over every run.
+  void RemoveClaimed(absl::Span<const uint64_t> hashes, uint8_t* keep) const;
+
+  // Entries filed by the last successful Build (for tests and benches).
+  size_t filings() const { return filings_; }
+  int bucket_bits() const { return bits_; }
+
+ private:
+  struct RunParams {
+    uint64_t universe;
+    int precision;
+    uint32_t count;  // its codes, consecutive in fps_
+  };
+  // An entry: the code's fingerprint (low 32 bits) and its run's index in
+  // runs_ (high 32 bits).
+  static constexpr size_t kPadding = 2;  // a probe reads two entries past
+
+  std::vector<RunParams> runs_;
+  std::vector<uint32_t> fps_;      // all codes, run by run (Build scratch)
+  std::vector<uint32_t> start_;    // 2^bits + 1 bucket starts
+  std::vector<uint64_t> entries_;  // filed codes, bucket by bucket
+  size_t filings_ = 0;
+  int bits_ = 0;
+};
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_FILTER_CLAIM_INDEX_H_

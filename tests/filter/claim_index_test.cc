@@ -1,0 +1,207 @@
+// ClaimIndex (FilterRecalled's hash join of a user's codes and the
+// candidates) must clear exactly the candidates some run contains, for the
+// run sets users have (one run per slice, power-of-two universes) and the
+// ones the format allows (non-power-of-two universes, b = 32 with U = 2^32
+// and 2^32 - 1, precisions below the bucket bits, empty and one-code runs),
+// and refuse the run sets whose filings would pass its bound; UserFilter
+// then takes the other direction with the same result.
+#include "src/filter/claim_index.h"
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "exposure_filter/item_hash.h"
+#include "gtest/gtest.h"
+#include "src/filter/filter_policy.h"
+#include "src/filter/fingerprint_run.h"
+#include "src/filter/user_filter.h"
+
+namespace exposure_filter {
+namespace {
+
+struct RunSpec {
+  size_t n;
+  int b;
+  uint64_t u;
+};
+
+std::vector<uint64_t> Hashes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> h(n);
+  for (uint64_t& x : h) x = HashItemId(rng());
+  return h;
+}
+
+// The runs of `specs` (items of run r seeded by r) and their items.
+struct RunSet {
+  std::vector<FingerprintRun> runs;
+  std::vector<uint64_t> items;
+  std::vector<FingerprintRunView> views() const {
+    std::vector<FingerprintRunView> v;
+    for (const FingerprintRun& r : runs) v.push_back(r.view());
+    return v;
+  }
+};
+
+RunSet MakeRuns(const std::vector<RunSpec>& specs, uint64_t seed) {
+  RunSet s;
+  for (size_t r = 0; r < specs.size(); ++r) {
+    const std::vector<uint64_t> items = Hashes(specs[r].n, seed * 100 + r);
+    absl::StatusOr<FingerprintRun> run =
+        FingerprintRun::Build(items, specs[r].b, specs[r].u);
+    EXPECT_TRUE(run.ok()) << run.status();
+    s.runs.push_back(*std::move(run));
+    s.items.insert(s.items.end(), items.begin(), items.end());
+  }
+  return s;
+}
+
+// m candidates: every other one a recorded item, duplicates, and for some
+// codes the first and last hash of the fingerprint and their neighbours
+// outside it (the edges of the bucket range a code is filed under).
+std::vector<uint64_t> Candidates(const RunSet& s, size_t m, uint64_t seed) {
+  std::vector<uint64_t> c = Hashes(m, seed);
+  for (size_t i = 0; i < m && !s.items.empty(); i += 2) {
+    c[i] = s.items[(i * 7919) % s.items.size()];
+  }
+  for (size_t i = 3; i < m; i += 11) c[i] = c[i - 3];
+  for (size_t i = 1, r = 0; i + 3 < m && !s.runs.empty(); i += 9, ++r) {
+    const FingerprintRun& run = s.runs[r % s.runs.size()];
+    const std::vector<uint32_t> fps = run.Fingerprints();
+    if (fps.empty()) continue;
+    const uint64_t f = fps[(i * 31) % fps.size()];
+    const int b = run.precision();
+    const uint64_t u = run.universe();
+    // First b-bit prefix p with floor(p u / 2^b) = f, and of f + 1.
+    const uint64_t p = static_cast<uint64_t>(
+        ((static_cast<unsigned __int128>(f) << b) + u - 1) / u);
+    const uint64_t p_end = static_cast<uint64_t>(
+        ((static_cast<unsigned __int128>(f + 1) << b) + u - 1) / u);
+    const uint64_t low = (uint64_t{1} << (64 - b)) - 1;  // b <= 32
+    c[i] = p << (64 - b);
+    if (p > 0) c[i + 1] = (p << (64 - b)) - 1;
+    c[i + 2] = ((p_end - 1) << (64 - b)) | low;
+    if (p_end < (uint64_t{1} << b)) c[i + 3] = p_end << (64 - b);
+  }
+  return c;
+}
+
+// keep with every 13th candidate already cleared, and what must be left.
+void ExpectExact(const RunSet& s, const ClaimIndex& index,
+                 const std::vector<uint64_t>& cands, const char* what) {
+  std::vector<uint8_t> keep(cands.size(), 1);
+  for (size_t i = 0; i < keep.size(); i += 13) keep[i] = 0;
+  std::vector<uint8_t> expected = keep;
+  size_t members = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    for (const FingerprintRun& r : s.runs) {
+      if (r.Contains(cands[i])) {
+        expected[i] = 0;
+        ++members;
+        break;
+      }
+    }
+  }
+  index.RemoveClaimed(cands, keep.data());
+  ASSERT_EQ(keep, expected) << what << " m=" << cands.size();
+  if (cands.size() >= 300) {
+    ASSERT_GT(members, cands.size() / 4) << what;  // the check has teeth
+  }
+}
+
+TEST(ClaimIndexTest, ClearsExactlyWhatSomeRunContains) {
+  const std::vector<std::pair<const char*, std::vector<RunSpec>>> sets = {
+      {"one run per slice (issue 15's users)",
+       {{284, 17, 1 << 17},
+        {285, 19, 1 << 19},
+        {286, 19, 1 << 19},
+        {286, 19, 1 << 19},
+        {286, 19, 1 << 19},
+        {572, 19, 1 << 19}}},
+      {"non-power-of-two universes, b = 32 at U = 2^32 and 2^32 - 1",
+       {{2000, 32, 200'003},
+        {700, 32, (uint64_t{1} << 32) - 1},
+        {300, 32, uint64_t{1} << 32},
+        {50, 24, 5'000'011}}},
+      {"one code, an empty run, precision below the bucket bits",
+       {{1, 20, 1 << 20}, {0, 20, 1 << 20}, {3, 5, 27}, {40, 12, 4000}}},
+      {"a heavy user (50,000 codes: the bucket bits' cap)",
+       {{50'000, 32, 5'000'000}, {20, 26, 1 << 26}}},
+  };
+  ClaimIndex index;  // reused across builds, as per thread in the server
+  for (const auto& [what, specs] : sets) {
+    const RunSet s = MakeRuns(specs, 7);
+    ASSERT_TRUE(index.Build(s.views())) << what;
+    size_t codes = 0;
+    for (const FingerprintRun& r : s.runs) codes += r.count();
+    EXPECT_GE(index.filings(), codes) << what;  // every code filed
+    for (size_t m : {1, 2, 300, 5000}) {
+      ExpectExact(s, index, Candidates(s, m, m + codes), what);
+    }
+  }
+}
+
+TEST(ClaimIndexTest, NoRunsClearNothing) {
+  ClaimIndex index;
+  ASSERT_TRUE(index.Build({}));
+  std::vector<uint8_t> keep(100, 1);
+  index.RemoveClaimed(Hashes(100, 3), keep.data());
+  EXPECT_EQ(keep, std::vector<uint8_t>(100, 1));
+}
+
+// Codes of tiny universes file under many buckets each (2^(E - b) for a
+// run of precision b below the bucket bits E): past ClaimIndex's bound
+// Build refuses, and UserFilter::RemoveExposed (which then buckets the
+// candidates instead) still clears exactly the claimed ones. A valid
+// filter gets there only at a large delta with many tiny runs: here
+// delta = 0.5, 2,000 codes at U = 2^19 and 100 one-code runs at b = 8
+// (F = 0.4).
+TEST(ClaimIndexTest, RefusesTinyUniversesAndUserFilterFallsBack) {
+  std::vector<RunSpec> specs = {{2000, 19, 1 << 19}};
+  for (int r = 0; r < 100; ++r) specs.push_back({1, 8, 256});
+  const RunSet s = MakeRuns(specs, 11);
+  ClaimIndex index;
+  EXPECT_FALSE(index.Build(s.views()));
+
+  FilterPolicyOptions options;
+  options.fp_rate = 0.5;
+  absl::StatusOr<FilterPolicy> policy = FilterPolicy::Create(options);
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  constexpr int64_t kNowMs = 1795392000000LL;
+  const int64_t slice = policy->SliceIndexOf(kNowMs);
+  FilterParts parts;
+  for (int j = 0; j < 2; ++j) {
+    SlicePart part;
+    part.index = slice - 1 + j;
+    part.min_event_ms = policy->SliceStartMs(part.index);
+    part.max_event_ms = part.min_event_ms;
+    for (size_t r = j == 0 ? 0 : 1; r < (j == 0 ? 1 : s.runs.size()); ++r) {
+      RunPart run;
+      absl::StatusOr<FingerprintRun> copy =
+          FingerprintRun::CopyOf(s.runs[r].view());
+      ASSERT_TRUE(copy.ok()) << copy.status();
+      run.run = *std::move(copy);
+      run.capacity = run.run.count();
+      part.runs.push_back(std::move(run));
+    }
+    parts.slices.push_back(std::move(part));
+  }
+  absl::StatusOr<UserFilter> f =
+      UserFilter::FromParts(*policy, std::move(parts), "k");
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::vector<uint64_t> cands = Candidates(s, 5000, 12);
+  std::vector<uint8_t> keep(cands.size(), 1);
+  f->RemoveExposed(*policy, kNowMs, cands, keep.data());
+  size_t cleared = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    bool claimed = false;
+    for (const FingerprintRun& r : s.runs) claimed |= r.Contains(cands[i]);
+    ASSERT_EQ(keep[i], claimed ? 0 : 1) << "candidate " << i;
+    cleared += !keep[i];
+  }
+  EXPECT_GT(cleared, cands.size() / 4);
+}
+
+}  // namespace
+}  // namespace exposure_filter
