@@ -44,6 +44,51 @@ class BucketRange {
   uint64_t last_;
 };
 
+// The hashes code f of run (b, U) claims: those whose b-bit prefix P has
+// floor(P U / 2^b) = f, i.e. ceil(f 2^b / U) <= P < ceil((f + 1) 2^b / U),
+// as the 64-bit hash interval [P_lo 2^(64 - b), P_hi 2^(64 - b) - 1]. A
+// prefix run (U = 2^b) is the interval of P = f; otherwise the ceilings
+// divide n = f 2^b + U - 1 < U 2^b <= 2^64 by U through the reciprocal
+// R = floor((2^64 - 1) / U) > 2^64 / U - 1: floor(n R / 2^64) >
+// n / U - n / 2^64 - 1 > n / U - 2, so at most two corrections make it
+// floor(n / U). No division per code.
+class PrefixRange {
+ public:
+  PrefixRange(int precision, uint64_t universe)
+      : b_(precision),
+        u_(universe),
+        prefix_(universe == uint64_t{1} << precision),
+        recip_(~uint64_t{0} / universe) {}
+  ClaimIndex::Entry Of(uint64_t f) const {
+    const int low = 64 - b_;  // b <= 32
+    const uint64_t p_lo = prefix_ ? f : CeilPrefix(f);
+    const uint64_t p_hi = prefix_ ? f + 1 : CeilPrefix(f + 1);
+    const uint64_t first = p_lo << low;
+    const uint64_t last = ((p_hi - 1) << low) | ((uint64_t{1} << low) - 1);
+    return {first, last - first};
+  }
+
+ private:
+  // ceil(f 2^b / U) for f <= U < 2^b.
+  uint64_t CeilPrefix(uint64_t f) const {
+    const uint64_t n = (f << b_) + u_ - 1;
+    uint64_t q = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(n) * recip_) >> 64);
+    uint64_t r = n - q * u_;
+    if (r >= u_) {
+      ++q;
+      r -= u_;
+    }
+    if (r >= u_) ++q;
+    return q;
+  }
+
+  int b_;
+  uint64_t u_;
+  bool prefix_;
+  uint64_t recip_;
+};
+
 }  // namespace
 
 bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
@@ -94,17 +139,18 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   for (size_t run = 0; run < runs_.size(); ++run) {
     const RunParams& p = runs_[run];
     const BucketRange range(bits_, p.precision, p.universe);
-    const uint64_t tag = uint64_t{run} << 32;
+    const PrefixRange prefixes(p.precision, p.universe);
     for (const size_t to = at + p.count; at < to; ++at) {
       const uint64_t f = fps_[at];
+      const Entry e = prefixes.Of(f);
       const uint64_t end = range.end(f);
       for (uint64_t x = range.first(f); x < end; ++x) {
-        entries_[cursor[x]++] = tag | f;
+        entries_[cursor[x]++] = e;
       }
     }
   }
-  // Padding: run 0, read by a probe past the last bucket, masked off.
-  std::fill(entries_.begin() + filings_, entries_.end(), uint64_t{0});
+  // Padding, read by a probe past the last bucket, masked off by len.
+  std::fill(entries_.begin() + filings_, entries_.end(), Entry{0, 0});
   return true;
 }
 
@@ -113,8 +159,7 @@ void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
   if (filings_ == 0) return;
   const int shift = 64 - bits_;
   const uint32_t* start = start_.data();
-  const uint64_t* entries = entries_.data();
-  const RunParams* runs = runs_.data();
+  const Entry* entries = entries_.data();
   for (size_t i = 0; i < hashes.size(); ++i) {
     const uint64_t h = hashes[i];
     const uint64_t x = h >> shift;
@@ -123,16 +168,10 @@ void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
     // One check without a branch (the bucket's first entry, or the next
     // bucket's / the padding when it is empty: masked by len), more only
     // for buckets holding two or more codes.
-    const uint64_t e = entries[lo];
-    const RunParams& p = runs[e >> 32];
-    bool hit =
-        (len != 0) & (FingerprintRun::Fingerprint(h, p.precision, p.universe) ==
-                      static_cast<uint32_t>(e));
+    bool hit = (len != 0) & (h - entries[lo].first <= entries[lo].width);
     if (ABSL_PREDICT_FALSE(len > 1)) {
       for (uint32_t j = lo + 1; j < lo + len; ++j) {
-        const RunParams& q = runs[entries[j] >> 32];
-        hit |= FingerprintRun::Fingerprint(h, q.precision, q.universe) ==
-               static_cast<uint32_t>(entries[j]);
+        hit |= h - entries[j].first <= entries[j].width;
       }
     }
     keep[i] &= static_cast<uint8_t>(!hit);

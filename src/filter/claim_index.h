@@ -54,20 +54,25 @@ class ClaimIndex {
   size_t filings() const { return filings_; }
   int bucket_bits() const { return bits_; }
 
+  // A filed code: the hashes it claims, [first, first + width] (a check
+  // is one unsigned compare, no fingerprint to compute).
+  struct Entry {
+    uint64_t first;
+    uint64_t width;
+  };
+
  private:
   struct RunParams {
     uint64_t universe;
     int precision;
     uint32_t count;  // its codes, consecutive in fps_
   };
-  // An entry: the code's fingerprint (low 32 bits) and its run's index in
-  // runs_ (high 32 bits).
-  static constexpr size_t kPadding = 2;  // a probe reads two entries past
+  static constexpr size_t kPadding = 1;  // a probe reads one entry past
 
   std::vector<RunParams> runs_;
-  std::vector<uint32_t> fps_;      // all codes, run by run (Build scratch)
-  std::vector<uint32_t> start_;    // 2^bits + 1 bucket starts
-  std::vector<uint64_t> entries_;  // filed codes, bucket by bucket
+  std::vector<uint32_t> fps_;    // all codes, run by run (Build scratch)
+  std::vector<uint32_t> start_;  // 2^bits + 1 bucket starts
+  std::vector<Entry> entries_;   // filed codes, bucket by bucket
   size_t filings_ = 0;
   int bits_ = 0;
 };
