@@ -11,7 +11,10 @@
 #   OLD_BUILD=/work/wt/oldmain2/build-release bash bench/compare_releases.sh
 # Environment: OLD_BUILD (required: a Release build dir of the previous main
 # holding src/server/exposure-filter-server), BUILD (build-release), ROUNDS
-# (3), WORKLOADS ("filter_mask filter_ids"; also "pull", "record"),
+# (3), WORKLOADS ("filter_mask filter_ids"; also "pull", "record", and
+# "filter_unfiltered": filter_mask's requests for a surface nobody recorded,
+# which the real servers answer with no filter work at all: the service's
+# own per-request cost beside the ceiling's),
 # DURATION (8s), WARMUP (2s), USERS (200), EXPOSURES (2000), CANDIDATES
 # (5000), THREADS (2), INFLIGHT (4), OUT ($BUILD/compare_releases), ports
 # 50171..50175.
@@ -67,6 +70,9 @@ flags_of() {  # the loadgen flags of a workload
   case $1 in
     filter_mask) echo "--mix=filter" ;;
     filter_ids) echo "--mix=filter --result_mode=kept_ids" ;;
+    # Unknown surface: no hashing, no store lookup (every candidate kept;
+    # the load generator counts the exposed ones as false negatives).
+    filter_unfiltered) echo "--mix=filter --surface=unfiltered" ;;
     pull) echo "--mix=get_filter" ;;
     record) echo "--mix=record" ;;  # 50 users x 20 items per call
     *) echo "compare_releases: unknown workload $1" >&2; exit 1 ;;
@@ -80,7 +86,11 @@ for round in $(seq "$ROUNDS"); do
     for who in "${order[@]}"; do
       name="$w.$who.r$round"
       preload=false
-      [[ -z ${preloaded[$who]:-} ]] && preload=true && preloaded[$who]=1
+      # The unfiltered workload's surface is not the preloaded one.
+      if [[ $w != filter_unfiltered && -z ${preloaded[$who]:-} ]]; then
+        preload=true
+        preloaded[$who]=1
+      fi
       load=$(cut -d' ' -f1 /proc/loadavg)
       echo "$name $load" >>"$OUT/loadavg.txt"
       echo "compare_releases: $name (load average $load)" >&2

@@ -24,7 +24,8 @@ with open(os.path.join(out, "loadavg.txt")) as fh:
 LABELS = {"filter_mask": "FilterRecalled 5k, KEEP_MASK",
           "filter_ids": "FilterRecalled 5k, KEPT_IDS",
           "pull": "GetFilter + local check 5k",
-          "record": "RecordExposure 50 users x 20 items"}
+          "record": "RecordExposure 50 users x 20 items",
+          "filter_unfiltered": "FilterRecalled 5k, no filter work"}
 SERVERS = ("new", "old", "ceiling")
 
 

@@ -1,9 +1,11 @@
 #include "src/filter/claim_index.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/base/optimization.h"
 #include "absl/numeric/bits.h"
+#include "src/filter/candidate_sort.h"
 
 namespace exposure_filter {
 namespace {
@@ -175,6 +177,45 @@ void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
       }
     }
     keep[i] &= static_cast<uint8_t>(!hit);
+  }
+}
+
+void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,
+                         absl::Span<const uint64_t> hashes, uint8_t* keep) {
+  if (runs.empty() || hashes.empty()) return;
+  // Per thread, reused for every request: no allocation once grown.
+  struct Scratch {
+    ClaimIndex index;
+    std::vector<uint64_t> keys;
+    CandidateSorter sorter;
+  };
+  thread_local Scratch scratch;
+  if (scratch.index.Build(runs)) {
+    scratch.index.RemoveClaimed(hashes, keep);
+    return;
+  }
+  // The sort keys carry the candidate's index in 32 bits.
+  if (hashes.size() > std::numeric_limits<uint32_t>::max()) {
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      for (const FingerprintRunView& run : runs) {
+        if (run.Contains(hashes[i])) keep[i] = 0;
+      }
+    }
+    return;
+  }
+  // Sized once, filled without push_back's capacity check per key.
+  if (scratch.keys.size() < hashes.size()) scratch.keys.resize(hashes.size());
+  uint64_t* keys = scratch.keys.data();
+  size_t m = 0;
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    keys[m] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
+    m += keep[i] != 0;
+  }
+  if (m == 0) return;
+  const BucketedCandidates bucketed =
+      scratch.sorter.Bucket(absl::Span<const uint64_t>(keys, m));
+  for (const FingerprintRunView& run : runs) {
+    run.RemoveContained(bucketed, keep);
   }
 }
 

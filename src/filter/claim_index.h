@@ -77,6 +77,16 @@ class ClaimIndex {
   int bits_ = 0;
 };
 
+// Clears keep[i] for every hashes[i] that one of `runs` contains (keep[i]
+// == 0 on entry stays 0), through a per-thread ClaimIndex; where Build
+// refuses, the other direction: the candidates still kept are grouped by
+// their top bits (CandidateSorter::Bucket) and each run walks its codes
+// against them (FingerprintRunView::RemoveContained). Same result either
+// way. The server's FilterRecalled (UserFilter::RemoveExposed) and the
+// client's FilterView both check runs through it.
+void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,
+                         absl::Span<const uint64_t> hashes, uint8_t* keep);
+
 }  // namespace exposure_filter
 
 #endif  // EXPOSURE_FILTER_SRC_FILTER_CLAIM_INDEX_H_

@@ -15,7 +15,7 @@
 #include "exposure_filter/filter_format.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/bloom_math.h"
-#include "src/filter/candidate_sort.h"
+#include "src/filter/claim_index.h"
 #include "src/filter/fingerprint_run.h"
 #include "src/filter/item_hash_batch.h"
 #include "src/filter/probe_kernel.h"
@@ -506,27 +506,8 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
     }
   }
   if (run_views_.empty()) return;
-  // Runs: as the server's FilterRecalled (UserFilter::RemoveExposed): one
-  // counting pass groups the candidates into ~m buckets by their hash's top
-  // bits, then each run walks its codes once, each code checking only the
-  // candidates of the buckets its fingerprint can come from
-  // (FingerprintRunView::RemoveContained). O(m + sum_r n_r), where a merge
-  // of every run with all m candidates was O(sum_r (m + n_r)).
-  if (m > std::numeric_limits<uint32_t>::max()) {
-    for (size_t i = 0; i < m; ++i) keep[i] &= !MayContainHash(item_hashes[i]);
-    return;
-  }
-  thread_local std::vector<uint64_t> keys;
-  if (keys.size() < m) keys.resize(m);
-  for (size_t i = 0; i < m; ++i) {
-    keys[i] = FingerprintRun::SortKey(item_hashes[i], static_cast<uint32_t>(i));
-  }
-  thread_local CandidateSorter sorter;  // its scratch, reused per thread
-  const BucketedCandidates bucketed =
-      sorter.Bucket(absl::MakeConstSpan(keys.data(), m));
-  for (const FingerprintRunView& run : run_views_) {
-    run.RemoveContained(bucketed, keep);
-  }
+  // Runs: as the server's FilterRecalled (UserFilter::RemoveExposed).
+  RemoveClaimedByRuns(run_views_, item_hashes, keep);
 }
 
 double FilterView::EstimatedFpRate() const {

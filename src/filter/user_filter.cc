@@ -156,18 +156,6 @@ bool LegacySliceClaims(const BloomSlices::Slice& s, uint64_t h) {
   return false;
 }
 
-// Scratch of RemoveExposed, reused per thread: no allocation per request.
-struct SortScratch {
-  std::vector<FingerprintRunView> live;
-  ClaimIndex index;
-  std::vector<uint64_t> keys;
-  CandidateSorter sorter;
-};
-SortScratch& ThreadScratch() {
-  thread_local SortScratch s;
-  return s;
-}
-
 }  // namespace
 
 // --- Allocation --------------------------------------------------------------
@@ -1130,41 +1118,18 @@ void UserFilter::RemoveExposed(const FilterPolicy& policy, int64_t now_ms,
     t.legacy->slices.RemoveExposed(policy, now_ms, hashes, keep);
   }
   if (t.runs.empty()) return;
-  SortScratch& scratch = ThreadScratch();
-  // File the live runs' codes by the hash prefixes they claim and probe
-  // each candidate where it lies (ClaimIndex: a hash join built on the
-  // user's codes, probed by the candidates in order).
-  scratch.live.clear();
+  // The live runs' codes against the candidates: a hash join built on the
+  // codes (ClaimIndex), or the other direction where it refuses.
+  thread_local std::vector<FingerprintRunView> live;
+  live.clear();
   size_t r = 0;
   for (const SliceMeta& s : t.slices) {
-    const bool live = policy.SliceLive(s.index, now_ms);
+    const bool live_slice = policy.SliceLive(s.index, now_ms);
     for (int j = 0; j < s.num_runs; ++j, ++r) {
-      if (live) scratch.live.push_back(View(t.runs[r]));
+      if (live_slice) live.push_back(View(t.runs[r]));
     }
   }
-  if (scratch.index.Build(scratch.live)) {
-    scratch.index.RemoveClaimed(hashes, keep);
-    return;
-  }
-  // Runs of universes so small that their codes would file into too many
-  // buckets (ClaimIndex's bound): the other direction. Bucket the
-  // still-kept candidates once by their hash's top bits: a run's
-  // fingerprint is monotone in those bits (fingerprint_run.h), so each
-  // live run checks each of its codes against one or two buckets.
-  // Sized once, filled without push_back's capacity check per key.
-  if (scratch.keys.size() < hashes.size()) scratch.keys.resize(hashes.size());
-  uint64_t* keys = scratch.keys.data();
-  size_t m = 0;
-  for (size_t i = 0; i < hashes.size(); ++i) {
-    keys[m] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
-    m += keep[i] != 0;
-  }
-  if (m == 0) return;
-  const BucketedCandidates bucketed =
-      scratch.sorter.Bucket(absl::Span<const uint64_t>(keys, m));
-  for (const FingerprintRunView& run : scratch.live) {
-    run.RemoveContained(bucketed, keep);
-  }
+  RemoveClaimedByRuns(live, hashes, keep);
 }
 
 bool UserFilter::MayContain(const FilterPolicy& policy, int64_t now_ms,
