@@ -336,15 +336,15 @@ std::vector<UserFilter::SlicePlan> UserFilter::Plan(const Tables& t) const {
 void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                          absl::string_view key) {
   // Runs to encode get their code; empty runs and slices are dropped.
-  std::vector<RiceCode> codes;
   uint64_t total_bits = 0;
   std::string tables;
   size_t live_slices = 0;
   for (SlicePlan& s : plan) {
     s.runs.erase(std::remove_if(s.runs.begin(), s.runs.end(),
                                 [](const RunPlan& r) {
-                                  return r.src == nullptr ? r.fps.empty()
-                                                          : r.meta.count == 0;
+                                  return r.src == nullptr && !r.splice
+                                             ? r.fps.empty()
+                                             : r.meta.count == 0;
                                 }),
                  s.runs.end());
     if (!s.runs.empty()) ++live_slices;
@@ -382,8 +382,15 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
     prev_index = s.meta.index;
     prev_max = min + span;
     for (RunPlan& r : s.runs) {
-      if (r.src == nullptr) {
-        const RiceCode code = RiceCode::Choose(r.fps, r.meta.universe);
+      if (r.splice) {
+        r.meta.capacity = std::max(r.meta.capacity, r.meta.count);
+      } else if (r.src == nullptr) {
+        // Open runs past kExactKItems stay at the canonical k (AddToOpen).
+        const RiceCode code =
+            r.meta.open && r.fps.size() > kExactKItems
+                ? RiceCode::At(r.fps,
+                               CanonicalRiceK(r.fps.size(), r.meta.universe))
+                : RiceCode::Choose(r.fps, r.meta.universe);
         r.meta.count = static_cast<uint32_t>(r.fps.size());
         r.meta.rice_k = static_cast<uint8_t>(code.k);
         r.meta.payload_bits = static_cast<uint32_t>(code.bits);
@@ -444,6 +451,8 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                            r.meta.universe, r.meta.precision, r.meta.rice_k,
                            r.meta.payload_bits)
             .CopyPayloadTo(words, offset);
+      } else if (r.splice) {
+        r.splice->Write(words, offset);
       } else {
         RiceCode code;
         code.k = r.meta.rice_k;
@@ -528,12 +537,7 @@ std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
                                             int b, uint64_t u) {
   std::vector<uint32_t> out, fps;
   for (const RunPlan& r : runs) {
-    fps.clear();
-    if (r.src != nullptr) {
-      f.View(r.meta).AppendFingerprints(&fps);
-    } else {
-      fps = r.fps;
-    }
+    fps = f.Fingerprints(r);
     const bool same = r.meta.precision == b && r.meta.universe == u;
     if (!same) {
       // A prefix run (U = 2^b_r, b_r >= b): its fingerprint is prefix_b_r(h);
@@ -553,6 +557,11 @@ std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
 }
 
 std::vector<uint32_t> UserFilter::Fingerprints(const RunPlan& r) const {
+  if (r.splice) {
+    std::vector<uint32_t> fps;
+    r.splice->run().AppendFingerprints(&fps);
+    return Union(fps, r.splice->added());
+  }
   if (r.src == nullptr) return r.fps;
   std::vector<uint32_t> fps;
   View(r.meta).AppendFingerprints(&fps);
@@ -572,9 +581,27 @@ void UserFilter::SetFingerprints(RunPlan& r, std::vector<uint32_t> fps) {
   // Open runs are prefix runs: weight = count (RunMeta::weight). Kept
   // current so that SealQuiet, later in the same write, sums the true F.
   r.src = nullptr;
+  r.splice.reset();
   r.meta.count = static_cast<uint32_t>(fps.size());
   r.meta.weight = r.meta.count;
   r.fps = std::move(fps);
+}
+
+void UserFilter::AddToOpen(RunPlan& r, std::vector<uint32_t> add) const {
+  const uint64_t n = r.meta.count + add.size();
+  // Splice while the union's canonical k is the run's: k moves about once
+  // per doubling of n (2^k ~ U ln(phi) / n), then one full re-encode.
+  if (r.src != nullptr && n > kExactKItems &&
+      CanonicalRiceK(n, r.meta.universe) == r.meta.rice_k) {
+    RunSplice splice(View(r.meta), std::move(add));
+    r.src = nullptr;
+    r.meta.count = static_cast<uint32_t>(n);
+    r.meta.weight = n;  // a prefix run
+    r.meta.payload_bits = static_cast<uint32_t>(splice.bits());
+    r.splice = std::move(splice);
+    return;
+  }
+  SetFingerprints(r, Union(Fingerprints(r), add));
 }
 
 bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
@@ -596,21 +623,21 @@ bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
   }
   *added = n_new;
   if (tail == nullptr && main.meta.count < kTailFromItems) {
-    SetFingerprints(main, Union(Fingerprints(main), add));
+    AddToOpen(main, std::move(add));
     return true;
   }
-  std::vector<uint32_t> tail_fps = Union(
-      tail == nullptr ? std::vector<uint32_t>{} : Fingerprints(*tail), add);
-  if (tail_fps.size() >
+  if (tail_count + n_new >
       std::max<uint64_t>(kTailMinItems, main.meta.count / kTailFraction)) {
     // Merge: re-encodes main + tail, at most kTailFraction + 1 codes per
     // item the tail took since the last merge.
+    std::vector<uint32_t> tail_fps = Union(
+        tail == nullptr ? std::vector<uint32_t>{} : Fingerprints(*tail), add);
     SetFingerprints(main, Union(Fingerprints(main), tail_fps));
     if (tail != nullptr) SetFingerprints(*tail, {});  // Rebuild drops it
     return true;
   }
   if (tail != nullptr) {
-    SetFingerprints(*tail, std::move(tail_fps));
+    AddToOpen(*tail, std::move(add));
     tail->meta.capacity = 0;  // = count (Rebuild)
     return true;
   }
@@ -619,7 +646,7 @@ bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
   t.meta.universe = main.meta.universe;
   t.meta.open = true;
   t.meta.tail = true;
-  SetFingerprints(t, std::move(tail_fps));
+  SetFingerprints(t, std::move(add));
   slice.runs.insert(slice.runs.begin() + open + 1, std::move(t));
   return true;
 }

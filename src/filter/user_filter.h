@@ -60,6 +60,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -71,6 +72,7 @@
 #include "src/filter/filter_policy.h"
 #include "src/filter/filter_stats.h"
 #include "src/filter/fingerprint_run.h"
+#include "src/filter/run_splice.h"
 
 namespace exposure_filter {
 
@@ -100,6 +102,10 @@ class UserFilter {
   static constexpr uint32_t kTailFromItems = 4096;
   static constexpr uint32_t kTailMinItems = 64;
   static constexpr uint32_t kTailFraction = 16;
+  // Open runs up to this many codes are re-encoded at RiceCode::Choose's
+  // exactly shortest k (all 32 k tried); larger ones keep the model's
+  // CanonicalRiceK, so that a write can splice its codes in (see "Writes").
+  static constexpr uint32_t kExactKItems = 64;
 
   UserFilter() = default;
   // An empty filter carrying `key` (the owner's map key).
@@ -275,8 +281,11 @@ class UserFilter {
   // the current allocation, copied bit for bit) or are encoded from `fps`.
   struct RunPlan {
     RunMeta meta;
-    const uint64_t* src = nullptr;  // null: encode `fps`
+    const uint64_t* src = nullptr;  // null: `splice`, or encode `fps`
     std::vector<uint32_t> fps;      // sorted distinct, < universe
+    // An open run of the current allocation with new fingerprints spliced
+    // in (run_splice.h); `meta` is already the spliced run's.
+    std::optional<RunSplice> splice;
   };
   struct SlicePlan {
     SliceMeta meta;
@@ -315,6 +324,10 @@ class UserFilter {
                                      const std::vector<uint32_t>& b);
   // Plans the prefix run `r` to hold `fps` (count and weight kept current).
   static void SetFingerprints(RunPlan& r, std::vector<uint32_t> fps);
+  // Adds `add` (ascending distinct, claimed by no run of the slice) to the
+  // open run `r`: spliced into its codes when it holds more than
+  // kExactKItems and the union's CanonicalRiceK is its k, else re-encoded.
+  void AddToOpen(RunPlan& r, std::vector<uint32_t> add) const;
   // Adds `add` (ascending distinct fingerprints at its precision, claimed by
   // no run of the slice) to slice.runs[open], the newest open run: the run
   // itself while small, else its tail (inserted after it if none), merged

@@ -1,0 +1,150 @@
+// Splicing fingerprints into a Rice-coded run: run_splice.h.
+#include "src/filter/run_splice.h"
+
+#include <utility>
+
+#include "absl/numeric/bits.h"
+#include "src/filter/bit_words.h"
+
+namespace exposure_filter {
+
+// The decoder state of RemoveContainedSparse: `idx` codes consumed, the next
+// fingerprint at least `next`, code idx's unary part from `unary_pos` on,
+// `bits` holding the ones of word `word` from there. Code idx is decoded
+// ("peeked") without being consumed, so that the additions before it all
+// get its point.
+void LocateInRun(const FingerprintRunView& run,
+                 absl::Span<const uint32_t> sorted_fps, SplicePoint* out) {
+  const uint32_t n = run.count();
+  const int k = run.rice_k();
+  const uint64_t* words = run.words();
+  const uint64_t rem_base = run.bit_offset();
+  const uint64_t mask = (uint64_t{1} << k) - 1;
+  uint32_t idx = 0;
+  uint64_t next = 0;
+  uint64_t unary_pos = rem_base + uint64_t{n} * k;
+  uint64_t word = unary_pos >> 6;
+  uint64_t bits = n == 0 ? 0 : words[word] & (~uint64_t{0} << (unary_pos & 63));
+  const FieldSummer summer(k == 0 ? 1 : k);
+  uint64_t failed_word = ~uint64_t{0};
+  bool peeked = false;  // code idx decoded into peek_*
+  uint64_t peek_one = 0, peek_f = 0, peek_q = 0;
+  for (size_t j = 0; j < sorted_fps.size(); ++j) {
+    const uint64_t x = sorted_fps[j];
+    while (idx < n) {
+      if (!peeked) {
+        // Codes remain, so a one bit lies ahead.
+        while (bits == 0) bits = words[++word];
+        // The whole word if its last fingerprint is below x. Only when codes
+        // remain after the word's ones: then all of them are this run's.
+        const uint32_t c = static_cast<uint32_t>(absl::popcount(bits));
+        if (idx + c < n && word != failed_word) {
+          const uint64_t last = (word << 6) + 63 - absl::countl_zero(bits);
+          const uint64_t sum_q = last + 1 - unary_pos - c;
+          const uint64_t sum_r =
+              k == 0 ? 0 : summer.Sum(words, rem_base + uint64_t{idx} * k, c);
+          const uint64_t f_last = next + (sum_q << k) + sum_r + c - 1;
+          if (f_last < x) {
+            next = f_last + 1;
+            idx += c;
+            unary_pos = last + 1;
+            bits = words[++word];
+            continue;
+          }
+          failed_word = word;
+        }
+        peek_one = (word << 6) + absl::countr_zero(bits);
+        peek_q = peek_one - unary_pos;
+        const uint64_t r =
+            k == 0 ? 0 : Peek64(words, rem_base + uint64_t{idx} * k) & mask;
+        peek_f = next + ((peek_q << k) | r);
+        peeked = true;
+      }
+      if (peek_f >= x) break;
+      bits &= bits - 1;  // consume code idx
+      next = peek_f + 1;
+      unary_pos = peek_one + 1;
+      ++idx;
+      peeked = false;
+    }
+    SplicePoint& p = out[j];
+    p.index = idx;
+    p.prev_next = next;
+    p.unary_pos = unary_pos;
+    p.at_fp = idx < n ? static_cast<uint32_t>(peek_f) : 0;
+    p.at_q = idx < n ? static_cast<uint32_t>(peek_q) : 0;
+  }
+}
+
+RunSplice::RunSplice(const FingerprintRunView& run, std::vector<uint32_t> add)
+    : run_(run), add_(std::move(add)), at_(add_.size()) {
+  LocateInRun(run_, add_, at_.data());
+  // Length change (header comment): each addition is a code of its own
+  // gap; the code it lands before gets the rest of its old gap.
+  const int k = run_.rice_k();
+  const uint32_t n = run_.count();
+  uint64_t bits = run_.payload_bits();
+  for (size_t j = 0; j < add_.size();) {
+    const SplicePoint& p = at_[j];
+    uint64_t next = p.prev_next;
+    for (; j < add_.size() && at_[j].index == p.index; ++j) {
+      bits += k + 1 + ((add_[j] - next) >> k);
+      next = uint64_t{add_[j]} + 1;
+    }
+    if (p.index < n) bits += ((p.at_fp - next) >> k) - p.at_q;
+  }
+  bits_ = bits;
+}
+
+void RunSplice::Write(uint64_t* dst, uint64_t dst_offset) const {
+  const uint32_t n = run_.count();
+  const int k = run_.rice_k();
+  const uint64_t mask = (uint64_t{1} << k) - 1;
+  const uint64_t* src = run_.words();
+  const uint64_t src_rem = run_.bit_offset();
+  const uint64_t src_end = src_rem + run_.payload_bits();
+  uint64_t rem_pos = dst_offset;
+  uint64_t unary_pos = dst_offset + uint64_t{count()} * k;
+  // One code of gap d at the write positions (RiceCode::Write's steps).
+  auto put = [&](uint64_t d) {
+    if (k != 0) {
+      const unsigned shift = rem_pos & 63;
+      dst[rem_pos >> 6] |= (d & mask) << shift;
+      if (shift + k > 64) dst[(rem_pos >> 6) + 1] |= (d & mask) >> (64 - shift);
+      rem_pos += k;
+    }
+    unary_pos += d >> k;  // zeros: the destination starts zeroed
+    dst[unary_pos >> 6] |= uint64_t{1} << (unary_pos & 63);
+    ++unary_pos;
+  };
+  // The old codes [copied, i): remainders and unary parts as bits.
+  uint32_t copied = 0;
+  uint64_t src_unary = src_rem + uint64_t{n} * k;
+  auto copy_to = [&](uint32_t i, uint64_t unary_end) {
+    const uint64_t rem_bits = uint64_t{i - copied} * k;
+    OrBits(src, src_rem + uint64_t{copied} * k, rem_bits, dst, rem_pos);
+    rem_pos += rem_bits;
+    OrBits(src, src_unary, unary_end - src_unary, dst, unary_pos);
+    unary_pos += unary_end - src_unary;
+  };
+  for (size_t j = 0; j < add_.size();) {
+    const SplicePoint& p = at_[j];
+    copy_to(p.index, p.unary_pos);
+    uint64_t next = p.prev_next;
+    for (; j < add_.size() && at_[j].index == p.index; ++j) {
+      put(add_[j] - next);
+      next = uint64_t{add_[j]} + 1;
+    }
+    if (p.index < n) {
+      put(p.at_fp - next);  // d'': the rest of code index's gap
+      copied = p.index + 1;
+      src_unary = p.unary_pos + p.at_q + 1;
+    } else {
+      copied = n;
+      src_unary = p.unary_pos;
+    }
+  }
+  copy_to(n, src_end);
+}
+
+}  // namespace exposure_filter
