@@ -7,6 +7,14 @@
 #include "src/filter/bit_words.h"
 
 namespace exposure_filter {
+namespace {
+// Word skips pay only while additions are sparse: a word of unary parts
+// holds ~64 / (1 + E[q]) ~= 30-40 codes at the k runs get, and a failed
+// skip (the word holds an addition's position) costs a popcount and a
+// remainder sum for nothing. Below one addition per this many codes the
+// walk decodes code by code (Record's kSparseCodesPerKey, same reason).
+constexpr uint64_t kSkipCodes = 64;
+}  // namespace
 
 // The decoder state of RemoveContainedSparse: `idx` codes consumed, the next
 // fingerprint at least `next`, code idx's unary part from `unary_pos` on,
@@ -26,6 +34,8 @@ void LocateInRun(const FingerprintRunView& run,
   uint64_t word = unary_pos >> 6;
   uint64_t bits = n == 0 ? 0 : words[word] & (~uint64_t{0} << (unary_pos & 63));
   const FieldSummer summer(k == 0 ? 1 : k);
+  // Whole-word skips only for sparse additions (kSkipCodes).
+  const bool skip = uint64_t{n} > sorted_fps.size() * kSkipCodes;
   uint64_t failed_word = ~uint64_t{0};
   bool peeked = false;  // code idx decoded into peek_*
   uint64_t peek_one = 0, peek_f = 0, peek_q = 0;
@@ -37,8 +47,10 @@ void LocateInRun(const FingerprintRunView& run,
         while (bits == 0) bits = words[++word];
         // The whole word if its last fingerprint is below x. Only when codes
         // remain after the word's ones: then all of them are this run's.
-        const uint32_t c = static_cast<uint32_t>(absl::popcount(bits));
-        if (idx + c < n && word != failed_word) {
+        const uint32_t c = skip && word != failed_word
+                               ? static_cast<uint32_t>(absl::popcount(bits))
+                               : 0;
+        if (c != 0 && idx + c < n) {
           const uint64_t last = (word << 6) + 63 - absl::countl_zero(bits);
           const uint64_t sum_q = last + 1 - unary_pos - c;
           const uint64_t sum_r =
@@ -79,6 +91,16 @@ void LocateInRun(const FingerprintRunView& run,
 RunSplice::RunSplice(const FingerprintRunView& run, std::vector<uint32_t> add)
     : run_(run), add_(std::move(add)), at_(add_.size()) {
   LocateInRun(run_, add_, at_.data());
+  CountBits();
+}
+
+RunSplice::RunSplice(const FingerprintRunView& run, std::vector<uint32_t> add,
+                     std::vector<SplicePoint> at)
+    : run_(run), add_(std::move(add)), at_(std::move(at)) {
+  CountBits();
+}
+
+void RunSplice::CountBits() {
   // Length change (header comment): each addition is a code of its own
   // gap; the code it lands before gets the rest of its old gap.
   const int k = run_.rice_k();

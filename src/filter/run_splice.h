@@ -49,8 +49,9 @@ struct SplicePoint {
 };
 
 // out[j] = where sorted_fps[j] lies in `run` (ascending; equal values get
-// equal points). One pass over the run, O(n / codes per word + m) when the
-// additions are few.
+// equal points). One pass over the run; when the values are few (fewer
+// than one per kSkipCodes codes) it passes over whole words of codes,
+// O(n / codes per word + m), else it decodes code by code.
 void LocateInRun(const FingerprintRunView& run,
                  absl::Span<const uint32_t> sorted_fps, SplicePoint* out);
 
@@ -60,6 +61,10 @@ class RunSplice {
   // run's universe and none in the run (unchecked). `run`'s words must stay
   // readable until Write.
   RunSplice(const FingerprintRunView& run, std::vector<uint32_t> add);
+  // Same, with `at` = LocateInRun(run, add) already known (UserFilter's
+  // claimed-check of the run computed it: one walk per write).
+  RunSplice(const FingerprintRunView& run, std::vector<uint32_t> add,
+            std::vector<SplicePoint> at);
 
   uint32_t count() const {
     return run_.count() + static_cast<uint32_t>(add_.size());
@@ -79,6 +84,8 @@ class RunSplice {
   std::vector<uint32_t> add_;
   std::vector<SplicePoint> at_;  // at_[j]: where add_[j] goes
   uint64_t bits_ = 0;
+
+  void CountBits();
 };
 
 }  // namespace exposure_filter

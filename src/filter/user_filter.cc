@@ -587,13 +587,17 @@ void UserFilter::SetFingerprints(RunPlan& r, std::vector<uint32_t> fps) {
   r.fps = std::move(fps);
 }
 
-void UserFilter::AddToOpen(RunPlan& r, std::vector<uint32_t> add) const {
+void UserFilter::AddToOpen(RunPlan& r, std::vector<uint32_t> add,
+                           std::vector<SplicePoint> at) const {
   const uint64_t n = r.meta.count + add.size();
   // Splice while the union's canonical k is the run's: k moves about once
   // per doubling of n (2^k ~ U ln(phi) / n), then one full re-encode.
   if (r.src != nullptr && n > kExactKItems &&
       CanonicalRiceK(n, r.meta.universe) == r.meta.rice_k) {
-    RunSplice splice(View(r.meta), std::move(add));
+    RunSplice splice =
+        at.size() == add.size()
+            ? RunSplice(View(r.meta), std::move(add), std::move(at))
+            : RunSplice(View(r.meta), std::move(add));
     r.src = nullptr;
     r.meta.count = static_cast<uint32_t>(n);
     r.meta.weight = n;  // a prefix run
@@ -606,7 +610,7 @@ void UserFilter::AddToOpen(RunPlan& r, std::vector<uint32_t> add) const {
 
 bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
                           std::vector<uint32_t> add, double fp, double budget,
-                          uint64_t* added) const {
+                          uint64_t* added, std::vector<SplicePoint> at) const {
   RunPlan& main = slice.runs[open];
   RunPlan* tail = open + 1 < slice.runs.size() && slice.runs[open + 1].meta.tail
                       ? &slice.runs[open + 1]
@@ -623,7 +627,7 @@ bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
   }
   *added = n_new;
   if (tail == nullptr && main.meta.count < kTailFromItems) {
-    AddToOpen(main, std::move(add));
+    AddToOpen(main, std::move(add), std::move(at));
     return true;
   }
   if (tail_count + n_new >
@@ -967,7 +971,32 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   std::vector<uint64_t> scratch;
   SortKeysByHashPrefix(absl::MakeSpan(keys), scratch);
   std::vector<uint8_t> fresh(hashes.size(), 1);
-  for (const RunPlan& r : slice.runs) {
+  // The newest open run (a tail follows its main run) is where fresh items
+  // go: its walk both checks the keys and finds where each would be
+  // spliced in (LocateInRun), so a write walks that run once.
+  size_t open = slice.runs.size();
+  for (size_t j = 0; j < slice.runs.size(); ++j) {
+    if (slice.runs[j].meta.open && !slice.runs[j].meta.tail) open = j;
+  }
+  std::vector<uint32_t> open_fps;  // keys' fingerprints in the open run
+  std::vector<SplicePoint> open_at;
+  for (size_t j = 0; j < slice.runs.size(); ++j) {
+    const RunPlan& r = slice.runs[j];
+    if (j == open) {
+      open_fps.resize(keys.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        open_fps[i] = FingerprintRun::Fingerprint(keys[i], r.meta.precision,
+                                                  r.meta.universe);
+      }
+      open_at.resize(keys.size());
+      LocateInRun(View(r.meta), open_fps, open_at.data());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (open_at[i].Claims(r.meta.count, open_fps[i])) {
+          fresh[static_cast<uint32_t>(keys[i])] = 0;
+        }
+      }
+      continue;
+    }
     // Few items against a long run (a call's 20 against thousands): pass
     // over whole words of codes (FingerprintRunView::RemoveContainedSparse).
     if (keys.size() * kSparseCodesPerKey < r.meta.count) {
@@ -985,9 +1014,19 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
     }
   }
   std::vector<uint64_t> incoming;  // ascending by top 32 bits
-  for (uint64_t k : keys) {
-    const uint32_t i = static_cast<uint32_t>(k);
-    if (fresh[i]) incoming.push_back(hashes[i]);
+  // The fresh items' distinct fingerprints in the open run and where they
+  // go: what JoinOpen adds to it (the same values as `fingerprints` below).
+  std::vector<uint32_t> open_add;
+  std::vector<SplicePoint> open_add_at;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    const uint32_t i = static_cast<uint32_t>(keys[j]);
+    if (!fresh[i]) continue;
+    incoming.push_back(hashes[i]);
+    if (open < slice.runs.size() &&
+        (open_add.empty() || open_add.back() != open_fps[j])) {
+      open_add.push_back(open_fps[j]);
+      open_add_at.push_back(open_at[j]);
+    }
   }
 
   uint64_t added = 0;
@@ -1013,14 +1052,14 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       f.erase(std::unique(f.begin(), f.end()), f.end());
       return f;
     };
-    // The newest open run (a tail follows its main run) and the first
-    // sealed run; indices into slice.runs, which JoinOpen may grow.
-    size_t open = slice.runs.size();
+    // The first sealed run (`open`, an index into slice.runs, which
+    // JoinOpen may grow, is above).
     RunPlan* sealed = nullptr;
-    for (size_t j = 0; j < slice.runs.size(); ++j) {
-      const RunPlan& r = slice.runs[j];
-      if (r.meta.open && !r.meta.tail) open = j;
-      if (!r.meta.open && sealed == nullptr) sealed = &slice.runs[j];
+    for (RunPlan& r : slice.runs) {
+      if (!r.meta.open) {
+        sealed = &r;
+        break;
+      }
     }
     // Joins the sealed run if it stays within budget (it has no capacity:
     // JoinsSealed decided the share).
@@ -1046,9 +1085,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
     };
     bool done = false;
     if (open < slice.runs.size()) {
-      const RunMeta& o = slice.runs[open].meta;
-      done = JoinOpen(slice, open, fingerprints(o.precision, o.universe), fp,
-                      budget, &added);
+      done = JoinOpen(slice, open, std::move(open_add), fp, budget, &added,
+                      std::move(open_add_at));
     }
     if (!done && sealed != nullptr &&
         RunSizing::JoinsSealed(budget, fp, sealed->meta.universe,

@@ -327,15 +327,19 @@ class UserFilter {
   // Adds `add` (ascending distinct, claimed by no run of the slice) to the
   // open run `r`: spliced into its codes when it holds more than
   // kExactKItems and the union's CanonicalRiceK is its k, else re-encoded.
-  void AddToOpen(RunPlan& r, std::vector<uint32_t> add) const;
+  // `at`: where `add` lies in r's codes (LocateInRun), if known; else empty.
+  void AddToOpen(RunPlan& r, std::vector<uint32_t> add,
+                 std::vector<SplicePoint> at = {}) const;
   // Adds `add` (ascending distinct fingerprints at its precision, claimed by
   // no run of the slice) to slice.runs[open], the newest open run: the run
   // itself while small, else its tail (inserted after it if none), merged
   // into it when the tail passes max(kTailMinItems, main / kTailFraction).
   // False, changing nothing, if the pair would pass the run's capacity or
-  // F (`fp` before) the budget; else *added = add.size().
+  // F (`fp` before) the budget; else *added = add.size(). `at`: where `add`
+  // lies in the main run's codes, if known (Record's claimed-check).
   bool JoinOpen(SlicePlan& slice, size_t open, std::vector<uint32_t> add,
-                double fp, double budget, uint64_t* added) const;
+                double fp, double budget, uint64_t* added,
+                std::vector<SplicePoint> at = {}) const;
   // Merges the tail of slice.runs[open], if any, into it.
   void MergeTail(SlicePlan& slice, size_t open) const;
   // Seals quiet slices (RunSizing) in `plan`; `idle`: every slice but the
