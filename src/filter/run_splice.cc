@@ -14,6 +14,41 @@ namespace {
 // remainder sum for nothing. Below one addition per this many codes the
 // walk decodes code by code (Record's kSparseCodesPerKey, same reason).
 constexpr uint64_t kSkipCodes = 64;
+
+// Dense additions: a merge of the codes, decoded one by one in a tight loop
+// (the decoder's chain, fingerprint_run.cc RunDecoder), against the
+// additions: each addition x gets the first code whose fingerprint is >= x.
+void LocateDense(const FingerprintRunView& run,
+                 absl::Span<const uint32_t> sorted_fps, SplicePoint* out) {
+  const uint32_t n = run.count();
+  const int k = run.rice_k();
+  const uint64_t* words = run.words();
+  const uint64_t mask = (uint64_t{1} << k) - 1;
+  const size_t m = sorted_fps.size();
+  uint64_t rem_pos = run.bit_offset();
+  uint64_t unary_pos = rem_pos + uint64_t{n} * k;
+  uint64_t word = unary_pos >> 6;
+  uint64_t bits = n == 0 ? 0 : words[word] & (~uint64_t{0} << (unary_pos & 63));
+  uint64_t next = 0;
+  size_t j = 0;
+  for (uint32_t idx = 0; idx < n && j < m; ++idx) {
+    while (bits == 0) bits = words[++word];
+    const uint64_t one = (word << 6) + absl::countr_zero(bits);
+    bits &= bits - 1;
+    const uint64_t q = one - unary_pos;
+    // k = 0: mask 0 (the peek stays inside: fingerprint_run.h's contract).
+    const uint64_t f = next + ((q << k) | (Peek64(words, rem_pos) & mask));
+    for (; j < m && sorted_fps[j] <= f; ++j) {
+      out[j] = {idx, static_cast<uint32_t>(f), static_cast<uint32_t>(q), next,
+                unary_pos};
+    }
+    rem_pos += k;
+    unary_pos = one + 1;
+    next = f + 1;
+  }
+  for (; j < m; ++j) out[j] = {n, 0, 0, next, unary_pos};
+}
+
 }  // namespace
 
 // The decoder state of RemoveContainedSparse: `idx` codes consumed, the next
@@ -24,6 +59,11 @@ constexpr uint64_t kSkipCodes = 64;
 void LocateInRun(const FingerprintRunView& run,
                  absl::Span<const uint32_t> sorted_fps, SplicePoint* out) {
   const uint32_t n = run.count();
+  // Word skips only for sparse additions (kSkipCodes).
+  if (uint64_t{n} <= sorted_fps.size() * kSkipCodes) {
+    LocateDense(run, sorted_fps, out);
+    return;
+  }
   const int k = run.rice_k();
   const uint64_t* words = run.words();
   const uint64_t rem_base = run.bit_offset();
@@ -34,8 +74,6 @@ void LocateInRun(const FingerprintRunView& run,
   uint64_t word = unary_pos >> 6;
   uint64_t bits = n == 0 ? 0 : words[word] & (~uint64_t{0} << (unary_pos & 63));
   const FieldSummer summer(k == 0 ? 1 : k);
-  // Whole-word skips only for sparse additions (kSkipCodes).
-  const bool skip = uint64_t{n} > sorted_fps.size() * kSkipCodes;
   uint64_t failed_word = ~uint64_t{0};
   bool peeked = false;  // code idx decoded into peek_*
   uint64_t peek_one = 0, peek_f = 0, peek_q = 0;
@@ -47,7 +85,7 @@ void LocateInRun(const FingerprintRunView& run,
         while (bits == 0) bits = words[++word];
         // The whole word if its last fingerprint is below x. Only when codes
         // remain after the word's ones: then all of them are this run's.
-        const uint32_t c = skip && word != failed_word
+        const uint32_t c = word != failed_word
                                ? static_cast<uint32_t>(absl::popcount(bits))
                                : 0;
         if (c != 0 && idx + c < n) {
