@@ -385,12 +385,12 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
       if (r.splice) {
         r.meta.capacity = std::max(r.meta.capacity, r.meta.count);
       } else if (r.src == nullptr) {
-        // Open runs past kExactKItems stay at the canonical k (AddToOpen).
+        // Open runs are coded at the model's k, so that writes can splice
+        // (AddToOpen); sealed runs at the exactly shortest of k - 1..k + 1.
         const RiceCode code =
-            r.meta.open && r.fps.size() > kExactKItems
-                ? RiceCode::At(r.fps,
-                               CanonicalRiceK(r.fps.size(), r.meta.universe))
-                : RiceCode::Choose(r.fps, r.meta.universe);
+            r.meta.open ? RiceCode::At(r.fps, CanonicalRiceK(r.fps.size(),
+                                                             r.meta.universe))
+                        : RiceCode::Choose(r.fps, r.meta.universe);
         r.meta.count = static_cast<uint32_t>(r.fps.size());
         r.meta.rice_k = static_cast<uint8_t>(code.k);
         r.meta.payload_bits = static_cast<uint32_t>(code.bits);
@@ -592,8 +592,7 @@ void UserFilter::AddToOpen(RunPlan& r, std::vector<uint32_t> add,
   const uint64_t n = r.meta.count + add.size();
   // Splice while the union's canonical k is the run's: k moves about once
   // per doubling of n (2^k ~ U ln(phi) / n), then one full re-encode.
-  if (r.src != nullptr && n > kExactKItems &&
-      CanonicalRiceK(n, r.meta.universe) == r.meta.rice_k) {
+  if (r.src != nullptr && CanonicalRiceK(n, r.meta.universe) == r.meta.rice_k) {
     RunSplice splice =
         at.size() == add.size()
             ? RunSplice(View(r.meta), std::move(add), std::move(at))

@@ -102,10 +102,6 @@ class UserFilter {
   static constexpr uint32_t kTailFromItems = 4096;
   static constexpr uint32_t kTailMinItems = 64;
   static constexpr uint32_t kTailFraction = 16;
-  // Open runs up to this many codes are re-encoded at RiceCode::Choose's
-  // exactly shortest k (all 32 k tried); larger ones keep the model's
-  // CanonicalRiceK, so that a write can splice its codes in (see "Writes").
-  static constexpr uint32_t kExactKItems = 64;
 
   UserFilter() = default;
   // An empty filter carrying `key` (the owner's map key).
@@ -325,8 +321,9 @@ class UserFilter {
   // Plans the prefix run `r` to hold `fps` (count and weight kept current).
   static void SetFingerprints(RunPlan& r, std::vector<uint32_t> fps);
   // Adds `add` (ascending distinct, claimed by no run of the slice) to the
-  // open run `r`: spliced into its codes when it holds more than
-  // kExactKItems and the union's CanonicalRiceK is its k, else re-encoded.
+  // open run `r`: spliced into its codes while the union's CanonicalRiceK
+  // is the run's k (open runs are coded at it, see "Writes"), else
+  // re-encoded.
   // `at`: where `add` lies in r's codes (LocateInRun), if known; else empty.
   void AddToOpen(RunPlan& r, std::vector<uint32_t> add,
                  std::vector<SplicePoint> at = {}) const;
