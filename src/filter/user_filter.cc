@@ -165,6 +165,20 @@ SortScratch& ThreadScratch() {
   return s;
 }
 
+// Scratch of Record and Rebuild, reused per thread: a write allocates only
+// what it keeps (malloc and free were ~9% of a RecordExposure's server CPU).
+struct WriteScratch {
+  std::vector<uint64_t> keys, sort, incoming;
+  std::vector<uint8_t> fresh;
+  std::vector<uint32_t> open_fps;
+  std::vector<SplicePoint> open_at;
+  std::string tables;
+};
+WriteScratch& ThreadWriteScratch() {
+  thread_local WriteScratch s;
+  return s;
+}
+
 }  // namespace
 
 // --- Allocation --------------------------------------------------------------
@@ -337,7 +351,8 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                          absl::string_view key) {
   // Runs to encode get their code; empty runs and slices are dropped.
   uint64_t total_bits = 0;
-  std::string tables;
+  std::string& tables = ThreadWriteScratch().tables;
+  tables.clear();
   size_t live_slices = 0;
   for (SlicePlan& s : plan) {
     s.runs.erase(std::remove_if(s.runs.begin(), s.runs.end(),
@@ -963,13 +978,15 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   slice.meta.max_event_ms = std::max(slice.meta.max_event_ms, event_ms);
 
   // The items the slice does not claim yet: one sort, one merge per run.
-  std::vector<uint64_t> keys(hashes.size());
+  WriteScratch& ws = ThreadWriteScratch();
+  std::vector<uint64_t>& keys = ws.keys;
+  keys.resize(hashes.size());
   for (size_t i = 0; i < hashes.size(); ++i) {
     keys[i] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
   }
-  std::vector<uint64_t> scratch;
-  SortKeysByHashPrefix(absl::MakeSpan(keys), scratch);
-  std::vector<uint8_t> fresh(hashes.size(), 1);
+  SortKeysByHashPrefix(absl::MakeSpan(keys), ws.sort);
+  std::vector<uint8_t>& fresh = ws.fresh;
+  fresh.assign(hashes.size(), 1);
   // The newest open run (a tail follows its main run) is where fresh items
   // go: its walk both checks the keys and finds where each would be
   // spliced in (LocateInRun), so a write walks that run once.
@@ -977,8 +994,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   for (size_t j = 0; j < slice.runs.size(); ++j) {
     if (slice.runs[j].meta.open && !slice.runs[j].meta.tail) open = j;
   }
-  std::vector<uint32_t> open_fps;  // keys' fingerprints in the open run
-  std::vector<SplicePoint> open_at;
+  std::vector<uint32_t>& open_fps = ws.open_fps;  // in the open run
+  std::vector<SplicePoint>& open_at = ws.open_at;
   for (size_t j = 0; j < slice.runs.size(); ++j) {
     const RunPlan& r = slice.runs[j];
     if (j == open) {
@@ -1012,7 +1029,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       }
     }
   }
-  std::vector<uint64_t> incoming;  // ascending by top 32 bits
+  std::vector<uint64_t>& incoming = ws.incoming;  // ascending, top 32 bits
+  incoming.clear();
   // The fresh items' distinct fingerprints in the open run and where they
   // go: what JoinOpen adds to it (the same values as `fingerprints` below).
   std::vector<uint32_t> open_add;
