@@ -1,8 +1,10 @@
 // Splicing fingerprints into a Rice-coded run: run_splice.h.
 #include "src/filter/run_splice.h"
 
+#include <cstring>
 #include <utility>
 
+#include "absl/base/optimization.h"
 #include "absl/numeric/bits.h"
 #include "src/filter/bit_words.h"
 
@@ -25,22 +27,34 @@ void LocateDense(const FingerprintRunView& run,
   const uint64_t* words = run.words();
   const uint64_t mask = (uint64_t{1} << k) - 1;
   const size_t m = sorted_fps.size();
+  if (m == 0) return;
+  // Remainder i is one unaligned 8-byte load at byte rem_pos / 8, shifted
+  // by rem_pos % 8: >= 57 valid bits >= k. Its last byte lies in word
+  // rem_pos / 64 + 1 at most, what Peek64 reads too (the view's contract).
+  const auto* rem_bytes = reinterpret_cast<const unsigned char*>(words);
   uint64_t rem_pos = run.bit_offset();
   uint64_t unary_pos = rem_pos + uint64_t{n} * k;
   uint64_t word = unary_pos >> 6;
   uint64_t bits = n == 0 ? 0 : words[word] & (~uint64_t{0} << (unary_pos & 63));
   uint64_t next = 0;
   size_t j = 0;
-  for (uint32_t idx = 0; idx < n && j < m; ++idx) {
+  uint64_t x = sorted_fps[0];  // the next addition to place
+  for (uint32_t idx = 0; idx < n; ++idx) {
     while (bits == 0) bits = words[++word];
     const uint64_t one = (word << 6) + absl::countr_zero(bits);
     bits &= bits - 1;
     const uint64_t q = one - unary_pos;
-    // k = 0: mask 0 (the peek stays inside: fingerprint_run.h's contract).
-    const uint64_t f = next + ((q << k) | (Peek64(words, rem_pos) & mask));
-    for (; j < m && sorted_fps[j] <= f; ++j) {
-      out[j] = {idx, static_cast<uint32_t>(f), static_cast<uint32_t>(q), next,
-                unary_pos};
+    uint64_t r;
+    std::memcpy(&r, rem_bytes + (rem_pos >> 3), sizeof(r));
+    // k = 0: mask 0 (the load stays inside: the payload's first bytes).
+    const uint64_t f = next + ((q << k) | ((r >> (rem_pos & 7)) & mask));
+    if (ABSL_PREDICT_FALSE(f >= x)) {
+      do {
+        out[j] = {idx, static_cast<uint32_t>(f), static_cast<uint32_t>(q), next,
+                  unary_pos};
+        if (++j == m) return;
+        x = sorted_fps[j];
+      } while (x <= f);
     }
     rem_pos += k;
     unary_pos = one + 1;
