@@ -14,7 +14,7 @@ namespace {
 // holds ~64 / (1 + E[q]) ~= 30-40 codes at the k runs get, and a failed
 // skip (the word holds an addition's position) costs a popcount and a
 // remainder sum for nothing. Below one addition per this many codes the
-// walk decodes code by code (Record's kSparseCodesPerKey, same reason).
+// walk decodes code by code.
 constexpr uint64_t kSkipCodes = 64;
 
 // Dense additions: a merge of the codes, decoded one by one in a tight loop

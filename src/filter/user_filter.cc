@@ -28,9 +28,6 @@ namespace {
 // the 4 bytes before the header.
 constexpr uint16_t kLongKey = 0xffff;
 constexpr uint8_t kHasLegacy = 1;
-// Record's claimed-check walks a run word by word above this many codes
-// per item (a word holds ~40 codes at the Rice parameters runs get).
-constexpr size_t kSparseCodesPerKey = 64;
 
 size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
@@ -170,8 +167,8 @@ SortScratch& ThreadScratch() {
 struct WriteScratch {
   std::vector<uint64_t> keys, sort, incoming;
   std::vector<uint8_t> fresh;
-  std::vector<uint32_t> open_fps;
-  std::vector<SplicePoint> open_at;
+  std::vector<uint32_t> open_fps, run_fps;
+  std::vector<SplicePoint> open_at, run_at;
   std::string tables;
 };
 WriteScratch& ThreadWriteScratch() {
@@ -996,29 +993,23 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   }
   std::vector<uint32_t>& open_fps = ws.open_fps;  // in the open run
   std::vector<SplicePoint>& open_at = ws.open_at;
+  // Every run of the slice: LocateInRun's walk (a tight decode merge, or
+  // whole words of codes at a time for few keys against a long run, as
+  // RemoveContainedSparse), its points kept for the open run.
   for (size_t j = 0; j < slice.runs.size(); ++j) {
-    const RunPlan& r = slice.runs[j];
-    if (j == open) {
-      open_fps.resize(keys.size());
-      for (size_t i = 0; i < keys.size(); ++i) {
-        open_fps[i] = FingerprintRun::Fingerprint(keys[i], r.meta.precision,
-                                                  r.meta.universe);
-      }
-      open_at.resize(keys.size());
-      LocateInRun(View(r.meta), open_fps, open_at.data());
-      for (size_t i = 0; i < keys.size(); ++i) {
-        if (open_at[i].Claims(r.meta.count, open_fps[i])) {
-          fresh[static_cast<uint32_t>(keys[i])] = 0;
-        }
-      }
-      continue;
+    const RunMeta& r = slice.runs[j].meta;
+    std::vector<uint32_t>& fps = j == open ? open_fps : ws.run_fps;
+    std::vector<SplicePoint>& at = j == open ? open_at : ws.run_at;
+    fps.resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      fps[i] = FingerprintRun::Fingerprint(keys[i], r.precision, r.universe);
     }
-    // Few items against a long run (a call's 20 against thousands): pass
-    // over whole words of codes (FingerprintRunView::RemoveContainedSparse).
-    if (keys.size() * kSparseCodesPerKey < r.meta.count) {
-      View(r.meta).RemoveContainedSparse(keys, fresh.data());
-    } else {
-      View(r.meta).RemoveContainedSorted(keys, fresh.data());
+    at.resize(keys.size());
+    LocateInRun(View(r), fps, at.data());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (at[i].Claims(r.count, fps[i])) {
+        fresh[static_cast<uint32_t>(keys[i])] = 0;
+      }
     }
   }
   if (old != nullptr) {
