@@ -297,6 +297,8 @@ UserFilter::Tables UserFilter::Decode() const {
       }
       r.rice_k = static_cast<uint8_t>(CanonicalRiceK(r.count, r.universe) +
                                       UnZigZag(rest >> 3));
+      r.decoded = true;
+      r.z_k = rest >> 3;
       uint64_t zw = 0, zb;
       if (!r.open && !(rest & kRunWide)) {
         const uint8_t both = *p++;
@@ -313,6 +315,8 @@ UserFilter::Tables UserFilter::Decode() const {
       }
       r.payload_bits = static_cast<uint32_t>(
           ExpectedRiceBits(r.count, r.universe, r.rice_k) + UnZigZag(zb));
+      r.z_weight = zw;
+      r.z_bits = zb;
       r.bit_offset = offset;
       offset += r.payload_bits;
       t.runs.push_back(r);
@@ -411,22 +415,29 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
       }
       const RunMeta& m = r.meta;
       const bool spare = !m.open && m.capacity != m.count;
-      const int64_t k_diff =
-          int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe);
+      // A copied run (src) keeps count, U, k, weight and payload bits, so
+      // its differences are the decoded ones.
+      const bool same = r.src != nullptr && m.decoded;
+      const uint64_t zk =
+          same
+              ? m.z_k
+              : ZigZag(int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe));
       const uint64_t zw =
           m.open ? 0
+          : same ? m.z_weight
                  : ZigZag(static_cast<int64_t>(m.weight) -
                           ExpectedWeight(m.count, m.precision, m.universe));
       const uint64_t zb =
-          ZigZag(int64_t{m.payload_bits} -
-                 ExpectedRiceBits(m.count, m.universe, m.rice_k));
+          same ? m.z_bits
+               : ZigZag(int64_t{m.payload_bits} -
+                        ExpectedRiceBits(m.count, m.universe, m.rice_k));
       const bool wide = !m.open && (zw >= 16 || zb >= 16);
       PutVarint(&tables, m.count);
-      PutVarint(&tables, uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
-                             (m.tail ? kRunTail : 0) |
-                             (ZigZag(k_diff) << 3 | (spare ? kRunSpare : 0) |
-                              (wide ? kRunWide : 0))
-                                 << kRunRestShift);
+      PutVarint(&tables,
+                uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
+                    (m.tail ? kRunTail : 0) |
+                    (zk << 3 | (spare ? kRunSpare : 0) | (wide ? kRunWide : 0))
+                        << kRunRestShift);
       if (m.open || spare) PutVarint(&tables, m.capacity - m.count);
       if (!m.open) {
         PutVarint(&tables, m.universe % (uint64_t{1} << kUniverseShift) == 0

@@ -257,6 +257,12 @@ class UserFilter {
     double fp() const {
       return std::ldexp(static_cast<double>(weight), -precision);
     }
+    // The tables' differences to the model as Decode read them (zigzag k,
+    // weight and payload bits: user_filter.cc): Rebuild writes them back for
+    // a run it copies unchanged instead of evaluating the model again
+    // (an expm1 and a pow per run and write).
+    bool decoded = false;
+    uint64_t z_k = 0, z_weight = 0, z_bits = 0;
   };
   struct SliceMeta {
     int64_t index = 0;
