@@ -32,21 +32,29 @@
 // the payload: concurrent readers and Touch() do not race.
 //
 // Writes. A write joins the slice's newest open run. While that run is
-// small it is re-encoded with the new items; once it holds kTailFromItems,
-// new items go to a TAIL run instead: a second prefix run of the same
-// precision b right after it, re-encoded alone. Same universe, so
-// F = sum n / 2^b is unchanged by the split (the two hold disjoint
-// fingerprints: Record only adds what no run of the slice claims). The tail
-// is merged into its main run when it passes max(kTailMinItems,
+// small its new codes are SPLICED into it (run_splice.h): each new
+// fingerprint splits the gap it lands in into two codes, and the codes
+// between insertion points are copied as shifted words, so no code is
+// decoded and re-encoded one by one. Open runs are coded at the model's k
+// (CanonicalRiceK(n, U), rice_model.h), which the splice keeps; when the
+// union's canonical k differs from the run's (about once per doubling of
+// n) the run is re-encoded whole at the new k. Sealing re-encodes at
+// RiceCode::Choose's exactly shortest k, as before. Where the new codes go
+// comes from the same walk as the write's "already claimed?" check of that
+// run (LocateInRun), so a write walks the open run once. Once the run
+// holds kTailFromItems, new items go to a TAIL run instead: a second prefix
+// run of the same precision b right after it, spliced into alone. Same
+// universe, so F = sum n / 2^b is unchanged by the split (the two hold
+// disjoint fingerprints: Record only adds what no run of the slice claims).
+// The tail is merged into its main run when it passes max(kTailMinItems,
 // main / kTailFraction) items (geometric: each merge re-encodes <=
 // kTailFraction + 1 codes per item the tail took, amortized), before the
 // slice opens a new run, when the slice is sealed (every open run is merged
 // into the sealed one) and in ToParts (snapshots and GetFilter never see a
 // tail). Unchanged runs before the changed one are copied word by word.
-// Still O(run) per write: finding which items are new passes over every
-// run of the slice (a word of codes at a time for long runs:
-// FingerprintRunView::RemoveContainedSparse), and the allocation is rebuilt
-// (a copy).
+// Still O(run) per write: finding which items are new walks every run of
+// the slice (LocateInRun: a tight decode, or a word of codes at a time for
+// few items against a long run), and the allocation is rebuilt (a copy).
 //
 // Thread-compatibility: const methods may run concurrently; mutation needs
 // exclusive access (the store's shard lock provides it). Touch() is the one
@@ -93,7 +101,7 @@ class UserFilter {
   // FilterPolicy::kMaxLiveSlices + 1).
   static constexpr int kMaxPartsSlices = 64;
   // Tail runs (see "Writes" above). Below kTailFromItems in the main open
-  // run, writes re-encode it (a few microseconds). Above it, a tail costs
+  // run, writes splice into it (O(run) word copies). Above it, a tail costs
   // memory while it exists: splitting n items of one universe into n_t and
   // n - n_t costs about n H(n_t / n) bits more than one run (which items
   // are in which run), <= 0.33 bit/item at n_t = n / 17, against ~10
