@@ -162,17 +162,21 @@ SortScratch& ThreadScratch() {
   return s;
 }
 
-// Scratch of Record and Rebuild, reused per thread: a write allocates only
-// what it keeps (malloc and free were ~9% of a RecordExposure's server CPU).
+// Record's per-item buffers (malloc and free were ~9% of a RecordExposure's
+// server CPU): on the stack up to kWriteInlineItems items, the common call
+// (20 per user); larger calls allocate. Nothing is kept between calls, so a
+// thread holds no memory for the largest call it once saw.
+constexpr size_t kWriteInlineItems = 64;
 struct WriteScratch {
-  std::vector<uint64_t> keys, sort, incoming;
-  std::vector<uint8_t> fresh;
-  std::vector<uint32_t> open_fps, run_fps;
-  std::vector<SplicePoint> open_at, run_at;
-  std::string tables;
+  absl::InlinedVector<uint64_t, kWriteInlineItems> keys, incoming;
+  absl::InlinedVector<uint8_t, kWriteInlineItems> fresh;
+  absl::InlinedVector<uint32_t, kWriteInlineItems> open_fps, run_fps;
+  absl::InlinedVector<SplicePoint, kWriteInlineItems> open_at, run_at;
 };
-WriteScratch& ThreadWriteScratch() {
-  thread_local WriteScratch s;
+// SortKeysByHashPrefix's buffer, per thread for calls of up to
+// kWriteInlineItems keys (at most 512 bytes kept per thread).
+std::vector<uint64_t>& ThreadSortScratch() {
+  thread_local std::vector<uint64_t> s;
   return s;
 }
 
@@ -352,8 +356,8 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                          absl::string_view key) {
   // Runs to encode get their code; empty runs and slices are dropped.
   uint64_t total_bits = 0;
-  std::string& tables = ThreadWriteScratch().tables;
-  tables.clear();
+  std::string tables;
+  tables.reserve(256);  // a few slices' and runs' entries: one allocation
   size_t live_slices = 0;
   for (SlicePlan& s : plan) {
     s.runs.erase(std::remove_if(s.runs.begin(), s.runs.end(),
@@ -986,14 +990,17 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   slice.meta.max_event_ms = std::max(slice.meta.max_event_ms, event_ms);
 
   // The items the slice does not claim yet: one sort, one merge per run.
-  WriteScratch& ws = ThreadWriteScratch();
-  std::vector<uint64_t>& keys = ws.keys;
+  WriteScratch ws;
+  auto& keys = ws.keys;
   keys.resize(hashes.size());
   for (size_t i = 0; i < hashes.size(); ++i) {
     keys[i] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
   }
-  SortKeysByHashPrefix(absl::MakeSpan(keys), ws.sort);
-  std::vector<uint8_t>& fresh = ws.fresh;
+  std::vector<uint64_t> sort_buffer;
+  SortKeysByHashPrefix(absl::MakeSpan(keys), keys.size() <= kWriteInlineItems
+                                                 ? ThreadSortScratch()
+                                                 : sort_buffer);
+  auto& fresh = ws.fresh;
   fresh.assign(hashes.size(), 1);
   // The newest open run (a tail follows its main run) is where fresh items
   // go: its walk both checks the keys and finds where each would be
@@ -1002,15 +1009,15 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   for (size_t j = 0; j < slice.runs.size(); ++j) {
     if (slice.runs[j].meta.open && !slice.runs[j].meta.tail) open = j;
   }
-  std::vector<uint32_t>& open_fps = ws.open_fps;  // in the open run
-  std::vector<SplicePoint>& open_at = ws.open_at;
+  auto& open_fps = ws.open_fps;  // the keys' fingerprints in the open run
+  auto& open_at = ws.open_at;
   // Every run of the slice: LocateInRun's walk (a tight decode merge, or
   // whole words of codes at a time for few keys against a long run, as
   // RemoveContainedSparse), its points kept for the open run.
   for (size_t j = 0; j < slice.runs.size(); ++j) {
     const RunMeta& r = slice.runs[j].meta;
-    std::vector<uint32_t>& fps = j == open ? open_fps : ws.run_fps;
-    std::vector<SplicePoint>& at = j == open ? open_at : ws.run_at;
+    auto& fps = j == open ? open_fps : ws.run_fps;
+    auto& at = j == open ? open_at : ws.run_at;
     fps.resize(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
       fps[i] = FingerprintRun::Fingerprint(keys[i], r.precision, r.universe);
@@ -1031,8 +1038,7 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       }
     }
   }
-  std::vector<uint64_t>& incoming = ws.incoming;  // ascending, top 32 bits
-  incoming.clear();
+  auto& incoming = ws.incoming;  // ascending by top 32 bits
   // The fresh items' distinct fingerprints in the open run and where they
   // go: what JoinOpen adds to it (the same values as `fingerprints` below).
   std::vector<uint32_t> open_add;
