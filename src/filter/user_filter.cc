@@ -991,10 +991,13 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
 
   // The items the slice does not claim yet: one sort, one merge per run.
   WriteScratch ws;
+  // The loops below index raw pointers: an InlinedVector's operator[]
+  // checks where its elements live on every access.
   auto& keys = ws.keys;
   keys.resize(hashes.size());
+  uint64_t* key_at = keys.data();
   for (size_t i = 0; i < hashes.size(); ++i) {
-    keys[i] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
+    key_at[i] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
   }
   std::vector<uint64_t> sort_buffer;
   SortKeysByHashPrefix(absl::MakeSpan(keys), keys.size() <= kWriteInlineItems
@@ -1002,6 +1005,7 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
                                                  : sort_buffer);
   auto& fresh = ws.fresh;
   fresh.assign(hashes.size(), 1);
+  uint8_t* fresh_at = fresh.data();
   // The newest open run (a tail follows its main run) is where fresh items
   // go: its walk both checks the keys and finds where each would be
   // spliced in (LocateInRun), so a write walks that run once.
@@ -1019,14 +1023,16 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
     auto& fps = j == open ? open_fps : ws.run_fps;
     auto& at = j == open ? open_at : ws.run_at;
     fps.resize(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      fps[i] = FingerprintRun::Fingerprint(keys[i], r.precision, r.universe);
-    }
     at.resize(keys.size());
-    LocateInRun(View(r), fps, at.data());
+    uint32_t* fp = fps.data();
+    SplicePoint* point = at.data();
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (at[i].Claims(r.count, fps[i])) {
-        fresh[static_cast<uint32_t>(keys[i])] = 0;
+      fp[i] = FingerprintRun::Fingerprint(key_at[i], r.precision, r.universe);
+    }
+    LocateInRun(View(r), absl::MakeConstSpan(fp, keys.size()), point);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (point[i].Claims(r.count, fp[i])) {
+        fresh_at[static_cast<uint32_t>(key_at[i])] = 0;
       }
     }
   }
@@ -1043,12 +1049,16 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   // go: what JoinOpen adds to it (the same values as `fingerprints` below).
   std::vector<uint32_t> open_add;
   std::vector<SplicePoint> open_add_at;
+  const bool has_open = open < slice.runs.size();
   for (size_t j = 0; j < keys.size(); ++j) {
-    const uint32_t i = static_cast<uint32_t>(keys[j]);
-    if (!fresh[i]) continue;
+    const uint32_t i = static_cast<uint32_t>(key_at[j]);
+    if (!fresh_at[i]) continue;
+    if (incoming.empty() && has_open) {  // the first fresh item: size once
+      open_add.reserve(keys.size() - j);
+      open_add_at.reserve(keys.size() - j);
+    }
     incoming.push_back(hashes[i]);
-    if (open < slice.runs.size() &&
-        (open_add.empty() || open_add.back() != open_fps[j])) {
+    if (has_open && (open_add.empty() || open_add.back() != open_fps[j])) {
       open_add.push_back(open_fps[j]);
       open_add_at.push_back(open_at[j]);
     }
