@@ -9,6 +9,7 @@
 #include "absl/numeric/bits.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "src/filter/bit_words.h"
 
 namespace exposure_filter {
 namespace {
@@ -17,16 +18,6 @@ namespace {
 // bit offset into one word; 64 bits of margin keep `pos + 64` in range.
 constexpr uint64_t kMaxPayloadBits = (uint64_t{1} << 32) - 64;
 constexpr int kMaxRiceK = 31;  // gaps are < 2^32
-
-// 64 bits starting at bit `pos`. Reads words[pos / 64 + 1]: callers only
-// peek at positions inside the payload, and the payload is followed by one
-// padding word, so this never leaves the allocation.
-inline uint64_t Peek64(const uint64_t* words, uint64_t pos) {
-  const uint64_t i = pos >> 6;
-  const unsigned s = pos & 63;
-  // (w << 1) << (63 - s) is w << (64 - s) without the undefined shift by 64.
-  return (words[i] >> s) | ((words[i + 1] << 1) << (63 - s));
-}
 
 // Sequential decoder of a validated payload. A code's two halves live in
 // separate streams (header comment): remainder i at the fixed bit i * k, the
@@ -74,48 +65,6 @@ class RunDecoder {
   uint64_t unary_pos_ = 0;
   uint64_t word_ = 0;
   uint64_t bits_ = 0;
-};
-
-// Sums runs of consecutive k-bit fields (1 <= k <= 31) inside a payload:
-// one 64-bit peek per 64 / k fields, summed in the register by pairwise
-// SWAR adds. A slot of width w holding the sum of w / k fields is below
-// (w / k) 2^k <= 2^w, so adding neighbouring slots never carries into the
-// next: after ceil(log2(64 / k)) levels the sum sits in the low slot.
-class FieldSummer {
- public:
-  explicit FieldSummer(int k) : k_(k), per_(64 / k) {
-    for (uint64_t w = k; w < uint64_t{per_} * k; w *= 2) {
-      uint64_t m = 0;
-      for (uint64_t start = 0; start < 64; start += 2 * w) {
-        m |= ((uint64_t{1} << w) - 1) << start;  // w <= 32 here
-      }
-      masks_[levels_++] = m;
-    }
-  }
-  // The c >= 1 fields from bit `pos`, all inside the payload.
-  uint64_t Sum(const uint64_t* words, uint64_t pos, uint32_t c) const {
-    uint64_t sum = 0;
-    while (c > 0) {
-      const uint32_t take = std::min(c, per_);
-      const uint64_t bits = uint64_t{take} * k_;  // <= 64
-      uint64_t v = Peek64(words, pos);
-      if (bits < 64) v &= (uint64_t{1} << bits) - 1;
-      uint64_t w = k_;
-      for (int l = 0; l < levels_; ++l, w *= 2) {
-        v = (v & masks_[l]) + ((v >> w) & masks_[l]);
-      }
-      sum += v;
-      pos += bits;
-      c -= take;
-    }
-    return sum;
-  }
-
- private:
-  int k_;
-  uint32_t per_;
-  int levels_ = 0;
-  uint64_t masks_[6] = {};
 };
 
 absl::Status ValidateShape(int b, uint64_t u) {
@@ -230,6 +179,13 @@ RiceCode RiceCode::Choose(absl::Span<const uint32_t> sorted_distinct,
     }
   }
   return best;
+}
+
+RiceCode RiceCode::At(absl::Span<const uint32_t> sorted_distinct, int k) {
+  RiceCode code;
+  code.k = k;
+  code.bits = CodedBits(sorted_distinct, k);
+  return code;
 }
 
 void RiceCode::Write(absl::Span<const uint32_t> sorted_distinct, uint64_t* w,

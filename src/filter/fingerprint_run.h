@@ -118,6 +118,7 @@ class FingerprintRunView {
   int rice_k() const { return rice_k_; }
   uint32_t payload_bits() const { return payload_bits_; }
   uint64_t bit_offset() const { return bit_offset_; }
+  const uint64_t* words() const { return words_; }
 
   uint32_t FingerprintOf(uint64_t item_hash) const;
   bool ContainsFingerprint(uint32_t fp) const;
@@ -188,6 +189,8 @@ struct RiceCode {
   // The shortest code of `sorted_distinct` (each < u).
   static RiceCode Choose(absl::Span<const uint32_t> sorted_distinct,
                          uint64_t u);
+  // The code of `sorted_distinct` at parameter k (0..31).
+  static RiceCode At(absl::Span<const uint32_t> sorted_distinct, int k);
   // ORs the codes into `dst` from bit `bit_offset` on (those bits zero).
   void Write(absl::Span<const uint32_t> sorted_distinct, uint64_t* dst,
              uint64_t bit_offset) const;

@@ -29,9 +29,6 @@ namespace {
 // the 4 bytes before the header.
 constexpr uint16_t kLongKey = 0xffff;
 constexpr uint8_t kHasLegacy = 1;
-// Record's claimed-check walks a run word by word above this many codes
-// per item (a word holds ~40 codes at the Rice parameters runs get).
-constexpr size_t kSparseCodesPerKey = 64;
 
 size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
@@ -156,6 +153,24 @@ bool LegacySliceClaims(const BloomSlices::Slice& s, uint64_t h) {
   return false;
 }
 
+// Record's per-item buffers (malloc and free were ~9% of a RecordExposure's
+// server CPU): on the stack up to kWriteInlineItems items, the common call
+// (20 per user); larger calls allocate. Nothing is kept between calls, so a
+// thread holds no memory for the largest call it once saw.
+constexpr size_t kWriteInlineItems = 64;
+struct WriteScratch {
+  absl::InlinedVector<uint64_t, kWriteInlineItems> keys, incoming;
+  absl::InlinedVector<uint8_t, kWriteInlineItems> fresh;
+  absl::InlinedVector<uint32_t, kWriteInlineItems> open_fps, run_fps;
+  absl::InlinedVector<SplicePoint, kWriteInlineItems> open_at, run_at;
+};
+// SortKeysByHashPrefix's buffer, per thread for calls of up to
+// kWriteInlineItems keys (at most 512 bytes kept per thread).
+std::vector<uint64_t>& ThreadSortScratch() {
+  thread_local std::vector<uint64_t> s;
+  return s;
+}
+
 }  // namespace
 
 // --- Allocation --------------------------------------------------------------
@@ -277,6 +292,8 @@ UserFilter::Tables UserFilter::Decode() const {
       }
       r.rice_k = static_cast<uint8_t>(CanonicalRiceK(r.count, r.universe) +
                                       UnZigZag(rest >> 3));
+      r.decoded = true;
+      r.z_k = rest >> 3;
       uint64_t zw = 0, zb;
       if (!r.open && !(rest & kRunWide)) {
         const uint8_t both = *p++;
@@ -293,6 +310,8 @@ UserFilter::Tables UserFilter::Decode() const {
       }
       r.payload_bits = static_cast<uint32_t>(
           ExpectedRiceBits(r.count, r.universe, r.rice_k) + UnZigZag(zb));
+      r.z_weight = zw;
+      r.z_bits = zb;
       r.bit_offset = offset;
       offset += r.payload_bits;
       t.runs.push_back(r);
@@ -327,15 +346,16 @@ std::vector<UserFilter::SlicePlan> UserFilter::Plan(const Tables& t) const {
 void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                          absl::string_view key) {
   // Runs to encode get their code; empty runs and slices are dropped.
-  std::vector<RiceCode> codes;
   uint64_t total_bits = 0;
   std::string tables;
+  tables.reserve(256);  // a few slices' and runs' entries: one allocation
   size_t live_slices = 0;
   for (SlicePlan& s : plan) {
     s.runs.erase(std::remove_if(s.runs.begin(), s.runs.end(),
                                 [](const RunPlan& r) {
-                                  return r.src == nullptr ? r.fps.empty()
-                                                          : r.meta.count == 0;
+                                  return r.src == nullptr && !r.splice
+                                             ? r.fps.empty()
+                                             : r.meta.count == 0;
                                 }),
                  s.runs.end());
     if (!s.runs.empty()) ++live_slices;
@@ -373,8 +393,15 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
     prev_index = s.meta.index;
     prev_max = min + span;
     for (RunPlan& r : s.runs) {
-      if (r.src == nullptr) {
-        const RiceCode code = RiceCode::Choose(r.fps, r.meta.universe);
+      if (r.splice) {
+        r.meta.capacity = std::max(r.meta.capacity, r.meta.count);
+      } else if (r.src == nullptr) {
+        // Open runs are coded at the model's k, so that writes can splice
+        // (AddToOpen); sealed runs at the exactly shortest of k - 1..k + 1.
+        const RiceCode code =
+            r.meta.open ? RiceCode::At(r.fps, CanonicalRiceK(r.fps.size(),
+                                                             r.meta.universe))
+                        : RiceCode::Choose(r.fps, r.meta.universe);
         r.meta.count = static_cast<uint32_t>(r.fps.size());
         r.meta.rice_k = static_cast<uint8_t>(code.k);
         r.meta.payload_bits = static_cast<uint32_t>(code.bits);
@@ -383,22 +410,29 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
       }
       const RunMeta& m = r.meta;
       const bool spare = !m.open && m.capacity != m.count;
-      const int64_t k_diff =
-          int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe);
+      // A copied run (src) keeps count, U, k, weight and payload bits, so
+      // its differences are the decoded ones.
+      const bool same = r.src != nullptr && m.decoded;
+      const uint64_t zk =
+          same
+              ? m.z_k
+              : ZigZag(int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe));
       const uint64_t zw =
           m.open ? 0
+          : same ? m.z_weight
                  : ZigZag(static_cast<int64_t>(m.weight) -
                           ExpectedWeight(m.count, m.precision, m.universe));
       const uint64_t zb =
-          ZigZag(int64_t{m.payload_bits} -
-                 ExpectedRiceBits(m.count, m.universe, m.rice_k));
+          same ? m.z_bits
+               : ZigZag(int64_t{m.payload_bits} -
+                        ExpectedRiceBits(m.count, m.universe, m.rice_k));
       const bool wide = !m.open && (zw >= 16 || zb >= 16);
       PutVarint(&tables, m.count);
-      PutVarint(&tables, uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
-                             (m.tail ? kRunTail : 0) |
-                             (ZigZag(k_diff) << 3 | (spare ? kRunSpare : 0) |
-                              (wide ? kRunWide : 0))
-                                 << kRunRestShift);
+      PutVarint(&tables,
+                uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
+                    (m.tail ? kRunTail : 0) |
+                    (zk << 3 | (spare ? kRunSpare : 0) | (wide ? kRunWide : 0))
+                        << kRunRestShift);
       if (m.open || spare) PutVarint(&tables, m.capacity - m.count);
       if (!m.open) {
         PutVarint(&tables, m.universe % (uint64_t{1} << kUniverseShift) == 0
@@ -435,6 +469,8 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                            r.meta.universe, r.meta.precision, r.meta.rice_k,
                            r.meta.payload_bits)
             .CopyPayloadTo(words, offset);
+      } else if (r.splice) {
+        r.splice->Write(words, offset);
       } else {
         RiceCode code;
         code.k = r.meta.rice_k;
@@ -519,12 +555,7 @@ std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
                                             int b, uint64_t u) {
   std::vector<uint32_t> out, fps;
   for (const RunPlan& r : runs) {
-    fps.clear();
-    if (r.src != nullptr) {
-      f.View(r.meta).AppendFingerprints(&fps);
-    } else {
-      fps = r.fps;
-    }
+    fps = f.Fingerprints(r);
     const bool same = r.meta.precision == b && r.meta.universe == u;
     if (!same) {
       // A prefix run (U = 2^b_r, b_r >= b): its fingerprint is prefix_b_r(h);
@@ -544,6 +575,11 @@ std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
 }
 
 std::vector<uint32_t> UserFilter::Fingerprints(const RunPlan& r) const {
+  if (r.splice) {
+    std::vector<uint32_t> fps;
+    r.splice->run().AppendFingerprints(&fps);
+    return Union(fps, r.splice->added());
+  }
   if (r.src == nullptr) return r.fps;
   std::vector<uint32_t> fps;
   View(r.meta).AppendFingerprints(&fps);
@@ -563,14 +599,35 @@ void UserFilter::SetFingerprints(RunPlan& r, std::vector<uint32_t> fps) {
   // Open runs are prefix runs: weight = count (RunMeta::weight). Kept
   // current so that SealQuiet, later in the same write, sums the true F.
   r.src = nullptr;
+  r.splice.reset();
   r.meta.count = static_cast<uint32_t>(fps.size());
   r.meta.weight = r.meta.count;
   r.fps = std::move(fps);
 }
 
+void UserFilter::AddToOpen(RunPlan& r, std::vector<uint32_t> add,
+                           std::vector<SplicePoint> at) const {
+  const uint64_t n = r.meta.count + add.size();
+  // Splice while the union's canonical k is the run's: k moves about once
+  // per doubling of n (2^k ~ U ln(phi) / n), then one full re-encode.
+  if (r.src != nullptr && CanonicalRiceK(n, r.meta.universe) == r.meta.rice_k) {
+    RunSplice splice =
+        at.size() == add.size()
+            ? RunSplice(View(r.meta), std::move(add), std::move(at))
+            : RunSplice(View(r.meta), std::move(add));
+    r.src = nullptr;
+    r.meta.count = static_cast<uint32_t>(n);
+    r.meta.weight = n;  // a prefix run
+    r.meta.payload_bits = static_cast<uint32_t>(splice.bits());
+    r.splice = std::move(splice);
+    return;
+  }
+  SetFingerprints(r, Union(Fingerprints(r), add));
+}
+
 bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
                           std::vector<uint32_t> add, double fp, double budget,
-                          uint64_t* added) const {
+                          uint64_t* added, std::vector<SplicePoint> at) const {
   RunPlan& main = slice.runs[open];
   RunPlan* tail = open + 1 < slice.runs.size() && slice.runs[open + 1].meta.tail
                       ? &slice.runs[open + 1]
@@ -587,21 +644,21 @@ bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
   }
   *added = n_new;
   if (tail == nullptr && main.meta.count < kTailFromItems) {
-    SetFingerprints(main, Union(Fingerprints(main), add));
+    AddToOpen(main, std::move(add), std::move(at));
     return true;
   }
-  std::vector<uint32_t> tail_fps = Union(
-      tail == nullptr ? std::vector<uint32_t>{} : Fingerprints(*tail), add);
-  if (tail_fps.size() >
+  if (tail_count + n_new >
       std::max<uint64_t>(kTailMinItems, main.meta.count / kTailFraction)) {
     // Merge: re-encodes main + tail, at most kTailFraction + 1 codes per
     // item the tail took since the last merge.
+    std::vector<uint32_t> tail_fps = Union(
+        tail == nullptr ? std::vector<uint32_t>{} : Fingerprints(*tail), add);
     SetFingerprints(main, Union(Fingerprints(main), tail_fps));
     if (tail != nullptr) SetFingerprints(*tail, {});  // Rebuild drops it
     return true;
   }
   if (tail != nullptr) {
-    SetFingerprints(*tail, std::move(tail_fps));
+    AddToOpen(*tail, std::move(add));
     tail->meta.capacity = 0;  // = count (Rebuild)
     return true;
   }
@@ -610,7 +667,7 @@ bool UserFilter::JoinOpen(SlicePlan& slice, size_t open,
   t.meta.universe = main.meta.universe;
   t.meta.open = true;
   t.meta.tail = true;
-  SetFingerprints(t, std::move(tail_fps));
+  SetFingerprints(t, std::move(add));
   slice.runs.insert(slice.runs.begin() + open + 1, std::move(t));
   return true;
 }
@@ -924,20 +981,50 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   slice.meta.max_event_ms = std::max(slice.meta.max_event_ms, event_ms);
 
   // The items the slice does not claim yet: one sort, one merge per run.
-  std::vector<uint64_t> keys(hashes.size());
+  WriteScratch ws;
+  // The loops below index raw pointers: an InlinedVector's operator[]
+  // checks where its elements live on every access.
+  auto& keys = ws.keys;
+  keys.resize(hashes.size());
+  uint64_t* key_at = keys.data();
   for (size_t i = 0; i < hashes.size(); ++i) {
-    keys[i] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
+    key_at[i] = FingerprintRun::SortKey(hashes[i], static_cast<uint32_t>(i));
   }
-  std::vector<uint64_t> scratch;
-  SortKeysByHashPrefix(absl::MakeSpan(keys), scratch);
-  std::vector<uint8_t> fresh(hashes.size(), 1);
-  for (const RunPlan& r : slice.runs) {
-    // Few items against a long run (a call's 20 against thousands): pass
-    // over whole words of codes (FingerprintRunView::RemoveContainedSparse).
-    if (keys.size() * kSparseCodesPerKey < r.meta.count) {
-      View(r.meta).RemoveContainedSparse(keys, fresh.data());
-    } else {
-      View(r.meta).RemoveContainedSorted(keys, fresh.data());
+  std::vector<uint64_t> sort_buffer;
+  SortKeysByHashPrefix(absl::MakeSpan(keys), keys.size() <= kWriteInlineItems
+                                                 ? ThreadSortScratch()
+                                                 : sort_buffer);
+  auto& fresh = ws.fresh;
+  fresh.assign(hashes.size(), 1);
+  uint8_t* fresh_at = fresh.data();
+  // The newest open run (a tail follows its main run) is where fresh items
+  // go: its walk both checks the keys and finds where each would be
+  // spliced in (LocateInRun), so a write walks that run once.
+  size_t open = slice.runs.size();
+  for (size_t j = 0; j < slice.runs.size(); ++j) {
+    if (slice.runs[j].meta.open && !slice.runs[j].meta.tail) open = j;
+  }
+  auto& open_fps = ws.open_fps;  // the keys' fingerprints in the open run
+  auto& open_at = ws.open_at;
+  // Every run of the slice: LocateInRun's walk (a tight decode merge, or
+  // whole words of codes at a time for few keys against a long run, as
+  // RemoveContainedSparse), its points kept for the open run.
+  for (size_t j = 0; j < slice.runs.size(); ++j) {
+    const RunMeta& r = slice.runs[j].meta;
+    auto& fps = j == open ? open_fps : ws.run_fps;
+    auto& at = j == open ? open_at : ws.run_at;
+    fps.resize(keys.size());
+    at.resize(keys.size());
+    uint32_t* fp = fps.data();
+    SplicePoint* point = at.data();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      fp[i] = FingerprintRun::Fingerprint(key_at[i], r.precision, r.universe);
+    }
+    LocateInRun(View(r), absl::MakeConstSpan(fp, keys.size()), point);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (point[i].Claims(r.count, fp[i])) {
+        fresh_at[static_cast<uint32_t>(key_at[i])] = 0;
+      }
     }
   }
   if (old != nullptr) {
@@ -948,10 +1035,24 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       }
     }
   }
-  std::vector<uint64_t> incoming;  // ascending by top 32 bits
-  for (uint64_t k : keys) {
-    const uint32_t i = static_cast<uint32_t>(k);
-    if (fresh[i]) incoming.push_back(hashes[i]);
+  auto& incoming = ws.incoming;  // ascending by top 32 bits
+  // The fresh items' distinct fingerprints in the open run and where they
+  // go: what JoinOpen adds to it (the same values as `fingerprints` below).
+  std::vector<uint32_t> open_add;
+  std::vector<SplicePoint> open_add_at;
+  const bool has_open = open < slice.runs.size();
+  for (size_t j = 0; j < keys.size(); ++j) {
+    const uint32_t i = static_cast<uint32_t>(key_at[j]);
+    if (!fresh_at[i]) continue;
+    if (incoming.empty() && has_open) {  // the first fresh item: size once
+      open_add.reserve(keys.size() - j);
+      open_add_at.reserve(keys.size() - j);
+    }
+    incoming.push_back(hashes[i]);
+    if (has_open && (open_add.empty() || open_add.back() != open_fps[j])) {
+      open_add.push_back(open_fps[j]);
+      open_add_at.push_back(open_at[j]);
+    }
   }
 
   uint64_t added = 0;
@@ -977,14 +1078,14 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
       f.erase(std::unique(f.begin(), f.end()), f.end());
       return f;
     };
-    // The newest open run (a tail follows its main run) and the first
-    // sealed run; indices into slice.runs, which JoinOpen may grow.
-    size_t open = slice.runs.size();
+    // The first sealed run (`open`, an index into slice.runs, which
+    // JoinOpen may grow, is above).
     RunPlan* sealed = nullptr;
-    for (size_t j = 0; j < slice.runs.size(); ++j) {
-      const RunPlan& r = slice.runs[j];
-      if (r.meta.open && !r.meta.tail) open = j;
-      if (!r.meta.open && sealed == nullptr) sealed = &slice.runs[j];
+    for (RunPlan& r : slice.runs) {
+      if (!r.meta.open) {
+        sealed = &r;
+        break;
+      }
     }
     // Joins the sealed run if it stays within budget (it has no capacity:
     // JoinsSealed decided the share).
@@ -1010,9 +1111,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
     };
     bool done = false;
     if (open < slice.runs.size()) {
-      const RunMeta& o = slice.runs[open].meta;
-      done = JoinOpen(slice, open, fingerprints(o.precision, o.universe), fp,
-                      budget, &added);
+      done = JoinOpen(slice, open, std::move(open_add), fp, budget, &added,
+                      std::move(open_add_at));
     }
     if (!done && sealed != nullptr &&
         RunSizing::JoinsSealed(budget, fp, sealed->meta.universe,

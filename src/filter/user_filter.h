@@ -32,21 +32,29 @@
 // the payload: concurrent readers and Touch() do not race.
 //
 // Writes. A write joins the slice's newest open run. While that run is
-// small it is re-encoded with the new items; once it holds kTailFromItems,
-// new items go to a TAIL run instead: a second prefix run of the same
-// precision b right after it, re-encoded alone. Same universe, so
-// F = sum n / 2^b is unchanged by the split (the two hold disjoint
-// fingerprints: Record only adds what no run of the slice claims). The tail
-// is merged into its main run when it passes max(kTailMinItems,
+// small its new codes are SPLICED into it (run_splice.h): each new
+// fingerprint splits the gap it lands in into two codes, and the codes
+// between insertion points are copied as shifted words, so no code is
+// decoded and re-encoded one by one. Open runs are coded at the model's k
+// (CanonicalRiceK(n, U), rice_model.h), which the splice keeps; when the
+// union's canonical k differs from the run's (about once per doubling of
+// n) the run is re-encoded whole at the new k. Sealing re-encodes at
+// RiceCode::Choose's exactly shortest k, as before. Where the new codes go
+// comes from the same walk as the write's "already claimed?" check of that
+// run (LocateInRun), so a write walks the open run once. Once the run
+// holds kTailFromItems, new items go to a TAIL run instead: a second prefix
+// run of the same precision b right after it, spliced into alone. Same
+// universe, so F = sum n / 2^b is unchanged by the split (the two hold
+// disjoint fingerprints: Record only adds what no run of the slice claims).
+// The tail is merged into its main run when it passes max(kTailMinItems,
 // main / kTailFraction) items (geometric: each merge re-encodes <=
 // kTailFraction + 1 codes per item the tail took, amortized), before the
 // slice opens a new run, when the slice is sealed (every open run is merged
 // into the sealed one) and in ToParts (snapshots and GetFilter never see a
 // tail). Unchanged runs before the changed one are copied word by word.
-// Still O(run) per write: finding which items are new passes over every
-// run of the slice (a word of codes at a time for long runs:
-// FingerprintRunView::RemoveContainedSparse), and the allocation is rebuilt
-// (a copy).
+// Still O(run) per write: finding which items are new walks every run of
+// the slice (LocateInRun: a tight decode, or a word of codes at a time for
+// few items against a long run), and the allocation is rebuilt (a copy).
 //
 // Thread-compatibility: const methods may run concurrently; mutation needs
 // exclusive access (the store's shard lock provides it). Touch() is the one
@@ -60,6 +68,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -71,6 +80,7 @@
 #include "src/filter/filter_policy.h"
 #include "src/filter/filter_stats.h"
 #include "src/filter/fingerprint_run.h"
+#include "src/filter/run_splice.h"
 
 namespace exposure_filter {
 
@@ -91,7 +101,7 @@ class UserFilter {
   // FilterPolicy::kMaxLiveSlices + 1).
   static constexpr int kMaxPartsSlices = 64;
   // Tail runs (see "Writes" above). Below kTailFromItems in the main open
-  // run, writes re-encode it (a few microseconds). Above it, a tail costs
+  // run, writes splice into it (O(run) word copies). Above it, a tail costs
   // memory while it exists: splitting n items of one universe into n_t and
   // n - n_t costs about n H(n_t / n) bits more than one run (which items
   // are in which run), <= 0.33 bit/item at n_t = n / 17, against ~10
@@ -257,6 +267,12 @@ class UserFilter {
     double fp() const {
       return std::ldexp(static_cast<double>(weight), -precision);
     }
+    // The tables' differences to the model as Decode read them (zigzag k,
+    // weight and payload bits: user_filter.cc): Rebuild writes them back for
+    // a run it copies unchanged instead of evaluating the model again
+    // (an expm1 and a pow per run and write).
+    bool decoded = false;
+    uint64_t z_k = 0, z_weight = 0, z_bits = 0;
   };
   struct SliceMeta {
     int64_t index = 0;
@@ -277,8 +293,11 @@ class UserFilter {
   // the current allocation, copied bit for bit) or are encoded from `fps`.
   struct RunPlan {
     RunMeta meta;
-    const uint64_t* src = nullptr;  // null: encode `fps`
+    const uint64_t* src = nullptr;  // null: `splice`, or encode `fps`
     std::vector<uint32_t> fps;      // sorted distinct, < universe
+    // An open run of the current allocation with new fingerprints spliced
+    // in (run_splice.h); `meta` is already the spliced run's.
+    std::optional<RunSplice> splice;
   };
   struct SlicePlan {
     SliceMeta meta;
@@ -317,14 +336,23 @@ class UserFilter {
                                      const std::vector<uint32_t>& b);
   // Plans the prefix run `r` to hold `fps` (count and weight kept current).
   static void SetFingerprints(RunPlan& r, std::vector<uint32_t> fps);
+  // Adds `add` (ascending distinct, claimed by no run of the slice) to the
+  // open run `r`: spliced into its codes while the union's CanonicalRiceK
+  // is the run's k (open runs are coded at it, see "Writes"), else
+  // re-encoded.
+  // `at`: where `add` lies in r's codes (LocateInRun), if known; else empty.
+  void AddToOpen(RunPlan& r, std::vector<uint32_t> add,
+                 std::vector<SplicePoint> at = {}) const;
   // Adds `add` (ascending distinct fingerprints at its precision, claimed by
   // no run of the slice) to slice.runs[open], the newest open run: the run
   // itself while small, else its tail (inserted after it if none), merged
   // into it when the tail passes max(kTailMinItems, main / kTailFraction).
   // False, changing nothing, if the pair would pass the run's capacity or
-  // F (`fp` before) the budget; else *added = add.size().
+  // F (`fp` before) the budget; else *added = add.size(). `at`: where `add`
+  // lies in the main run's codes, if known (Record's claimed-check).
   bool JoinOpen(SlicePlan& slice, size_t open, std::vector<uint32_t> add,
-                double fp, double budget, uint64_t* added) const;
+                double fp, double budget, uint64_t* added,
+                std::vector<SplicePoint> at = {}) const;
   // Merges the tail of slice.runs[open], if any, into it.
   void MergeTail(SlicePlan& slice, size_t open) const;
   // Seals quiet slices (RunSizing) in `plan`; `idle`: every slice but the

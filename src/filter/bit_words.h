@@ -1,0 +1,85 @@
+// Bit-level helpers over little-endian 64-bit words, LSB first: the layout
+// of every Rice-coded run (fingerprint_run.h). Shared by the run's decoder
+// (fingerprint_run.cc) and the splice of new fingerprints into a run
+// (run_splice.cc). Internal to src/filter.
+#ifndef EXPOSURE_FILTER_SRC_FILTER_BIT_WORDS_H_
+#define EXPOSURE_FILTER_SRC_FILTER_BIT_WORDS_H_
+
+#include <algorithm>
+#include <cstdint>
+
+namespace exposure_filter {
+
+// 64 bits starting at bit `pos`. Reads words[pos / 64 + 1]: callers only
+// peek at positions inside the payload, and the payload is followed by one
+// padding word, so this never leaves the allocation.
+inline uint64_t Peek64(const uint64_t* words, uint64_t pos) {
+  const uint64_t i = pos >> 6;
+  const unsigned s = pos & 63;
+  // (w << 1) << (63 - s) is w << (64 - s) without the undefined shift by 64.
+  return (words[i] >> s) | ((words[i + 1] << 1) << (63 - s));
+}
+
+// Sums runs of consecutive k-bit fields (1 <= k <= 31) inside a payload:
+// one 64-bit peek per 64 / k fields, summed in the register by pairwise
+// SWAR adds. A slot of width w holding the sum of w / k fields is below
+// (w / k) 2^k <= 2^w, so adding neighbouring slots never carries into the
+// next: after ceil(log2(64 / k)) levels the sum sits in the low slot.
+class FieldSummer {
+ public:
+  explicit FieldSummer(int k) : k_(k), per_(64 / k) {
+    for (uint64_t w = k; w < uint64_t{per_} * k; w *= 2) {
+      uint64_t m = 0;
+      for (uint64_t start = 0; start < 64; start += 2 * w) {
+        m |= ((uint64_t{1} << w) - 1) << start;  // w <= 32 here
+      }
+      masks_[levels_++] = m;
+    }
+  }
+  // The c >= 1 fields from bit `pos`, all inside the payload.
+  uint64_t Sum(const uint64_t* words, uint64_t pos, uint32_t c) const {
+    uint64_t sum = 0;
+    while (c > 0) {
+      const uint32_t take = std::min(c, per_);
+      const uint64_t bits = uint64_t{take} * k_;  // <= 64
+      uint64_t v = Peek64(words, pos);
+      if (bits < 64) v &= (uint64_t{1} << bits) - 1;
+      uint64_t w = k_;
+      for (int l = 0; l < levels_; ++l, w *= 2) {
+        v = (v & masks_[l]) + ((v >> w) & masks_[l]);
+      }
+      sum += v;
+      pos += bits;
+      c -= take;
+    }
+    return sum;
+  }
+
+ private:
+  int k_;
+  uint32_t per_;
+  int levels_ = 0;
+  uint64_t masks_[6] = {};
+};
+
+// ORs `len` bits of `src` from bit `src_pos` into `dst` from bit `dst_pos`
+// (those destination bits zero), 64 at a time: a shifted word copy,
+// (w >> s) | (next << (64 - s)) on the read side (Peek64) and the write
+// split over at most two words. Reads the word after the one holding the
+// last source bit (Peek64's contract).
+inline void OrBits(const uint64_t* src, uint64_t src_pos, uint64_t len,
+                   uint64_t* dst, uint64_t dst_pos) {
+  for (uint64_t done = 0; done < len; done += 64) {
+    const uint64_t n = std::min<uint64_t>(64, len - done);
+    uint64_t v = Peek64(src, src_pos + done);
+    if (n < 64) v &= (uint64_t{1} << n) - 1;
+    const uint64_t pos = dst_pos + done;
+    const unsigned shift = pos & 63;
+    dst[pos >> 6] |= v << shift;
+    if (shift != 0 && shift + n > 64) dst[(pos >> 6) + 1] |= v >> (64 - shift);
+  }
+}
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_FILTER_BIT_WORDS_H_
