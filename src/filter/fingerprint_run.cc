@@ -673,17 +673,9 @@ void FingerprintRunView::CopyPayloadTo(uint64_t* dst,
     }
     return;
   }
-  // 64 bits at a time: Peek64 may read the word after the payload's last
+  // 64 bits at a time: OrBits may read the word after the payload's last
   // one (readable by this class's contract); the last chunk is masked.
-  for (uint64_t done = 0; done < payload_bits_; done += 64) {
-    const uint64_t n = std::min<uint64_t>(64, payload_bits_ - done);
-    uint64_t v = Peek64(words_, bit_offset_ + done);
-    if (n < 64) v &= (uint64_t{1} << n) - 1;
-    const uint64_t pos = dst_offset + done;
-    const unsigned shift = pos & 63;
-    dst[pos >> 6] |= v << shift;
-    if (shift != 0 && shift + n > 64) dst[(pos >> 6) + 1] |= v >> (64 - shift);
-  }
+  OrBits(words_, bit_offset_, payload_bits_, dst, dst_offset);
 }
 
 void FingerprintRunView::CopyPayloadBytesTo(unsigned char* dst) const {
