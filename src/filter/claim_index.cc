@@ -156,6 +156,21 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   return true;
 }
 
+void ClaimIndex::Trim() {
+  if (fps_.capacity() > kKeepCodes || entries_.capacity() > kKeepCodes) {
+    std::vector<uint32_t>().swap(fps_);
+    std::vector<Entry>().swap(entries_);
+    filings_ = 0;
+  }
+}
+
+size_t ClaimIndex::retained_bytes() const {
+  return runs_.capacity() * sizeof(RunParams) +
+         fps_.capacity() * sizeof(uint32_t) +
+         start_.capacity() * sizeof(uint32_t) +
+         entries_.capacity() * sizeof(Entry);
+}
+
 void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
                                uint8_t* keep) const {
   if (filings_ == 0) return;
@@ -192,8 +207,10 @@ void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,
   thread_local Scratch scratch;
   if (scratch.index.Build(runs)) {
     scratch.index.RemoveClaimed(hashes, keep);
+    scratch.index.Trim();
     return;
   }
+  scratch.index.Trim();
   // The sort keys carry the candidate's index in 32 bits.
   if (hashes.size() > std::numeric_limits<uint32_t>::max()) {
     for (size_t i = 0; i < hashes.size(); ++i) {
@@ -216,6 +233,9 @@ void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,
       scratch.sorter.Bucket(absl::Span<const uint64_t>(keys, m));
   for (const FingerprintRunView& run : runs) {
     run.RemoveContained(bucketed, keep);
+  }
+  if (scratch.keys.capacity() > ClaimIndex::kKeepCodes) {
+    std::vector<uint64_t>().swap(scratch.keys);
   }
 }
 

@@ -50,6 +50,14 @@ class ClaimIndex {
   // FingerprintRunView::RemoveContained over every run.
   void RemoveClaimed(absl::Span<const uint64_t> hashes, uint8_t* keep) const;
 
+  // Releases the buffers if they hold more than kKeepCodes codes' worth,
+  // so that one heavy user does not pin its index in every thread that
+  // once checked it (the index is empty until the next Build).
+  static constexpr size_t kKeepCodes = size_t{1} << 16;
+  void Trim();
+  // Heap bytes the buffers hold (capacity, not size).
+  size_t retained_bytes() const;
+
   // Entries filed by the last successful Build (for tests and benches).
   size_t filings() const { return filings_; }
   int bucket_bits() const { return bits_; }

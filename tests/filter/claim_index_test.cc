@@ -143,6 +143,24 @@ TEST(ClaimIndexTest, ClearsExactlyWhatSomeRunContains) {
   }
 }
 
+// A heavy user's index is released after use (Trim), a light one's kept
+// for the next request; a trimmed index builds again.
+TEST(ClaimIndexTest, TrimReleasesOnlyAHeavyUsersBuffers) {
+  ClaimIndex index;
+  const RunSet light = MakeRuns({{2000, 19, 1 << 19}}, 21);
+  ASSERT_TRUE(index.Build(light.views()));
+  const size_t light_bytes = index.retained_bytes();
+  index.Trim();
+  EXPECT_EQ(index.retained_bytes(), light_bytes);
+  const RunSet heavy = MakeRuns({{200'000, 32, 20'000'000}}, 22);
+  ASSERT_TRUE(index.Build(heavy.views()));
+  EXPECT_GT(index.retained_bytes(), 200'000 * 20);
+  index.Trim();
+  EXPECT_LT(index.retained_bytes(), 300'000);  // the 2^16 + 2 starts stay
+  ASSERT_TRUE(index.Build(light.views()));
+  ExpectExact(light, index, Candidates(light, 300, 23), "after a trim");
+}
+
 TEST(ClaimIndexTest, NoRunsClearNothing) {
   ClaimIndex index;
   ASSERT_TRUE(index.Build({}));
