@@ -77,6 +77,7 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
                                          int32_t* answered_by = nullptr) {
   struct Try {
     int32_t replica = -1;
+    bool call_deadline = false;  // its deadline is the call's, not a per-try
     grpc::ClientContext context;
     Response response;
     grpc::Status status;  // written by the callback, under Shared::mu
@@ -102,6 +103,7 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
     if (policy.per_try_timeout > absl::ZeroDuration()) {
       try_deadline = std::min(deadline, absl::Now() + policy.per_try_timeout);
     }
+    t.call_deadline = try_deadline == deadline;
     t.context.set_deadline(absl::ToChronoTime(try_deadline));
     ++outstanding;
     if (hedging) hedge_at = absl::Now() + policy.hedge_delay;
@@ -155,7 +157,19 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
     failures.push_back(absl::StrCat("replica ", t.replica, ": ",
                                     absl::StatusCodeToString(error.code()),
                                     ": ", error.message()));
-    const bool in_time = absl::Now() < deadline;
+    // A try that ran to the call's own deadline and ended DEADLINE_EXCEEDED
+    // with less than kDeadlineSkew left ends the call's time too: gRPC
+    // times the deadline on its own clock, converted from absl::Now()'s
+    // with a skew of microseconds, and was seen (CI, stop 26) to fire
+    // before absl::Now() reached `deadline`; the next owner then got a
+    // call already out of time. A DEADLINE_EXCEEDED with more time left
+    // came from elsewhere (a proxy's timeout) and fails over as before.
+    constexpr absl::Duration kDeadlineSkew = absl::Milliseconds(1);
+    const absl::Time now = absl::Now();
+    const bool in_time =
+        t.call_deadline && error.code() == absl::StatusCode::kDeadlineExceeded
+            ? now + kDeadlineSkew < deadline
+            : now < deadline;
     // DEADLINE_EXCEEDED is a per-try timeout while the call has time left,
     // else the call's own deadline: then no owner is started any more.
     // CANCELLED: this loop cancels tries only after the call has its answer

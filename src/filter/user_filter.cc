@@ -737,16 +737,20 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
     sealed = keep.empty() ? nullptr : &keep.front();
     double fp_kept = 0;
     for (const RunPlan& r : keep) fp_kept += r.meta.fp();
-    RunPlan merged;
+    // Only the sealed run's meta and codes until it is kept: a RunPlan here
+    // (its optional<RunSplice> never engaged) trips GCC 12's
+    // -Wmaybe-uninitialized at -O1 (the sanitizer builds).
+    RunMeta merged;
+    std::vector<uint32_t> merged_fps;
     if (sealed != nullptr && sealed->meta.precision <= b_low &&
         RunSizing::JoinsSealed(budget, fp_others + fp_kept,
                                sealed->meta.universe, sealed->meta.count, n_pre,
                                live_items, window)) {
       // Late items join the slice's sealed run at its universe.
       prefix.push_back(std::move(*sealed));
-      merged.meta = prefix.back().meta;
+      merged = prefix.back().meta;
       keep.erase(keep.begin());
-      fp_kept -= merged.meta.fp();
+      fp_kept -= merged.fp();
     } else if (sealed == nullptr) {
       const uint64_t u = RunSizing::SealedUniverse(
           budget, fp_others, n_pre, live_items, window, b_low,
@@ -761,8 +765,8 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
         s.runs = std::move(keep);
         continue;
       }
-      merged.meta.precision = static_cast<uint8_t>(b_low);
-      merged.meta.universe = u;
+      merged.precision = static_cast<uint8_t>(b_low);
+      merged.universe = u;
     } else {
       // Late items that may not join the sealed run stay in their own runs.
       for (RunPlan& r : prefix) keep.push_back(std::move(r));
@@ -779,23 +783,20 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
         if (!r.meta.open) continue;
         gain += static_cast<double>(r.meta.count) *
                 (r.meta.precision -
-                 std::log2(static_cast<double>(merged.meta.universe)));
+                 std::log2(static_cast<double>(merged.universe)));
       }
       if (gain < static_cast<double>(RunSizing::kIdleSealMinGainBits)) {
         s.runs = original;
         continue;
       }
     }
-    merged.meta.open = false;
-    merged.src = nullptr;
-    merged.fps =
-        RemapRuns(*this, prefix, merged.meta.precision, merged.meta.universe);
-    merged.meta.count = static_cast<uint32_t>(merged.fps.size());
-    merged.meta.capacity = merged.meta.count;
-    merged.meta.weight =
-        Weight(merged.fps, merged.meta.precision, merged.meta.universe);
+    merged.open = false;
+    merged_fps = RemapRuns(*this, prefix, merged.precision, merged.universe);
+    merged.count = static_cast<uint32_t>(merged_fps.size());
+    merged.capacity = merged.count;
+    merged.weight = Weight(merged_fps, merged.precision, merged.universe);
     // The exact rate of the sealed run (its weight), not n / U, decides.
-    if (fp_others + fp_kept + merged.meta.fp() > budget) {
+    if (fp_others + fp_kept + merged.fp() > budget) {
       s.runs = original;
       continue;
     }
@@ -805,14 +806,17 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
       uint64_t old_bits = 0;
       for (const RunPlan& r : prefix) old_bits += r.meta.payload_bits;
       const uint64_t new_bits =
-          RiceCode::Choose(merged.fps, merged.meta.universe).bits;
+          RiceCode::Choose(merged_fps, merged.universe).bits;
       if (new_bits + RunSizing::kIdleSealMinGainBits > old_bits) {
         s.runs = original;
         continue;
       }
     }
-    fp_all = fp_all - fp_slice + fp_kept + merged.meta.fp();
-    keep.insert(keep.begin(), std::move(merged));
+    fp_all = fp_all - fp_slice + fp_kept + merged.fp();
+    RunPlan sealed_plan;
+    sealed_plan.meta = merged;
+    sealed_plan.fps = std::move(merged_fps);
+    keep.insert(keep.begin(), std::move(sealed_plan));
     s.runs = std::move(keep);
   }
 }

@@ -129,6 +129,20 @@ TEST_F(RoutingFailoverTest, ACallCancelledByTheOwnerFailsOverToTheNext) {
   EXPECT_EQ(router->stats().failovers, 1u);
 }
 
+// DEADLINE_EXCEEDED answered while the call has time left (a proxy's own
+// timeout, not the call's deadline) fails over like UNAVAILABLE; only one
+// that ends the call's own deadline stops the call
+// (TheDeadlineIsNotExtendedByFailover).
+TEST_F(RoutingFailoverTest, ADeadlineExceededWithTimeLeftFailsOverToTheNext) {
+  FailAlways(0, grpc::StatusCode::DEADLINE_EXCEEDED);
+  auto router = Router(Options(2));
+  auto r = router->FilterRecalled(Recall());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(fakes_[0]->calls, 1);
+  EXPECT_EQ(fakes_[1]->calls, 1);
+  EXPECT_EQ(router->stats().failovers, 1u);
+}
+
 TEST_F(RoutingFailoverTest, AHealthyOwnerZeroIsTheOnlyOneCalled) {
   auto router = Router(Options(2));
   for (int i = 0; i < 5; ++i)
