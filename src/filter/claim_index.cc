@@ -10,41 +10,15 @@
 namespace exposure_filter {
 namespace {
 
-// The E-bit buckets holding every hash a code of run (b, U) may claim.
-// For E' = min(E, b) the claimed b-bit prefixes P (floor(P U / 2^b) = f)
-// have top E' bits in [floor(f 2^E' / U), floor((f + 1) 2^E' / U)]; with
-// recip_lo = floor(2^(E' + 32) / U) and recip_hi = ceil(2^(E' + 32) / U)
-// the bounds below are at or outside those (both products stay below
-// 2^(E' + 32) + U < 2^64); an E'-bit bucket is 2^(E - E') E-bit ones
-// (FingerprintRunView::RemoveContained has the same math).
-class BucketRange {
- public:
-  BucketRange(int bits, int precision, uint64_t universe)
-      : e_(std::min(bits, precision)),
-        coarse_(bits - e_),
-        recip_lo_((uint64_t{1} << (e_ + 32)) / universe),
-        recip_hi_(((uint64_t{1} << (e_ + 32)) + universe - 1) / universe),
-        last_((uint64_t{1} << e_) - 1) {}
-  uint64_t first(uint64_t f) const {
-    return ((f * recip_lo_) >> 32) << coarse_;
-  }
-  uint64_t end(uint64_t f) const {
-    return (std::min(((f + 1) * recip_hi_) >> 32, last_) + 1) << coarse_;
-  }
-  // At least end(f) - first(f) for every f of the run: the true range
-  // spans at most ceil(2^E' / U) + 1 E'-bit buckets, each bound may be one
-  // off.
-  uint64_t max_span(uint64_t universe) const {
-    return (((uint64_t{1} << e_) + universe - 1) / universe + 3) << coarse_;
-  }
-
- private:
-  int e_;
-  int coarse_;
-  uint64_t recip_lo_;
-  uint64_t recip_hi_;
-  uint64_t last_;
-};
+// At least the number of E-bit buckets any code of run (b, U) is filed
+// under (Build's refusal bound). For E' = min(E, b) the code's claimed
+// b-bit prefixes P (floor(P U / 2^b) = f) have top E' bits in
+// [floor(f 2^E' / U), floor((f + 1) 2^E' / U)]: at most ceil(2^E' / U) + 1
+// E'-bit buckets (+2 kept as slack), each 2^(E - E') E-bit ones.
+uint64_t MaxBucketsPerCode(int bits, int precision, uint64_t universe) {
+  const int e = std::min(bits, precision);
+  return (((uint64_t{1} << e) + universe - 1) / universe + 3) << (bits - e);
+}
 
 // The hashes code f of run (b, U) claims: those whose b-bit prefix P has
 // floor(P U / 2^b) = f, i.e. ceil(f 2^b / U) <= P < ceil((f + 1) 2^b / U),
@@ -76,13 +50,13 @@ class PrefixRange {
     const uint64_t n = (f << b_) + u_ - 1;
     uint64_t q = static_cast<uint64_t>(
         (static_cast<unsigned __int128>(n) * recip_) >> 64);
+    // Branch-free: the corrections are data-dependent (taken about half
+    // the time), and Build runs this twice per code.
     uint64_t r = n - q * u_;
-    if (r >= u_) {
-      ++q;
-      r -= u_;
-    }
-    if (r >= u_) ++q;
-    return q;
+    const uint64_t c1 = r >= u_;
+    q += c1;
+    r -= u_ & (0 - c1);
+    return q + (r >= u_);
   }
 
   int b_;
@@ -95,8 +69,6 @@ class PrefixRange {
 
 bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   filings_ = 0;
-  runs_.clear();
-  fps_.clear();
   size_t n = 0;
   for (const FingerprintRunView& r : runs) n += r.count();
   if (n == 0) return true;
@@ -108,27 +80,35 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   uint64_t bound = 0;
   for (const FingerprintRunView& r : runs) {
     if (r.count() == 0) continue;
-    bound +=
-        r.count() *
-        BucketRange(bits_, r.precision(), r.universe()).max_span(r.universe());
+    bound += r.count() * MaxBucketsPerCode(bits_, r.precision(), r.universe());
     if (bound > limit) return false;
   }
-  // Count each bucket's entries (two places up, as CandidateSorter), then
-  // prefix-sum them into starts and scatter.
+  // Each code's claimed interval, computed once, in run order; the E-bit
+  // buckets it files under are exactly those its interval overlaps,
+  // first >> (64 - E) .. last >> (64 - E) (one, or two where it straddles
+  // an edge; more only for runs with U < 2^E). Counted two places up (as
+  // CandidateSorter), prefix-summed into starts, then scattered.
+  const int shift = 64 - bits_;
   start_.assign(buckets + 2, 0u);
   uint32_t* count = start_.data() + 2;
+  // Sized once and written field by field: push_back(Entry) made GCC store
+  // the two words apart and reload them as one 16-byte word, a failed store
+  // forward per code (~45% of Build in perf).
+  if (intervals_.size() < n) intervals_.resize(n);
+  Entry* interval = intervals_.data();
   for (const FingerprintRunView& r : runs) {
     if (r.count() == 0) continue;
-    const size_t from = fps_.size();
+    fps_.clear();
     r.AppendFingerprints(&fps_);
-    const BucketRange range(bits_, r.precision(), r.universe());
-    for (size_t i = from; i < fps_.size(); ++i) {
-      const uint64_t first = range.first(fps_[i]);
-      const uint64_t end = range.end(fps_[i]);
-      ++count[first];
-      for (uint64_t x = first + 1; x < end; ++x) ++count[x];
+    const PrefixRange prefixes(r.precision(), r.universe());
+    for (const uint32_t f : fps_) {
+      const Entry e = prefixes.Of(f);
+      interval->first = e.first;
+      interval->width = e.width;
+      ++interval;
+      const uint64_t last = (e.first + e.width) >> shift;
+      for (uint64_t x = e.first >> shift; x <= last; ++x) ++count[x];
     }
-    runs_.push_back({r.universe(), r.precision(), r.count()});
   }
   for (size_t j = 2; j < buckets + 2; ++j) start_[j] += start_[j - 1];
   filings_ = start_[buckets + 1];
@@ -137,18 +117,10 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   // start_[x + 1] as x's cursor (counted two places up, it now holds x's
   // start and ends at x + 1's).
   uint32_t* cursor = start_.data() + 1;
-  size_t at = 0;
-  for (size_t run = 0; run < runs_.size(); ++run) {
-    const RunParams& p = runs_[run];
-    const BucketRange range(bits_, p.precision, p.universe);
-    const PrefixRange prefixes(p.precision, p.universe);
-    for (const size_t to = at + p.count; at < to; ++at) {
-      const uint64_t f = fps_[at];
-      const Entry e = prefixes.Of(f);
-      const uint64_t end = range.end(f);
-      for (uint64_t x = range.first(f); x < end; ++x) {
-        entries_[cursor[x]++] = e;
-      }
+  for (const Entry* e = intervals_.data(); e != interval; ++e) {
+    const uint64_t last = (e->first + e->width) >> shift;
+    for (uint64_t x = e->first >> shift; x <= last; ++x) {
+      entries_[cursor[x]++] = *e;
     }
   }
   // Padding, read by a probe past the last bucket, masked off by len.
@@ -157,16 +129,18 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
 }
 
 void ClaimIndex::Trim() {
-  if (fps_.capacity() > kKeepCodes || entries_.capacity() > kKeepCodes) {
+  if (fps_.capacity() > kKeepCodes || intervals_.capacity() > kKeepCodes ||
+      entries_.capacity() > kKeepCodes) {
     std::vector<uint32_t>().swap(fps_);
+    std::vector<Entry>().swap(intervals_);
     std::vector<Entry>().swap(entries_);
     filings_ = 0;
   }
 }
 
 size_t ClaimIndex::retained_bytes() const {
-  return runs_.capacity() * sizeof(RunParams) +
-         fps_.capacity() * sizeof(uint32_t) +
+  return fps_.capacity() * sizeof(uint32_t) +
+         intervals_.capacity() * sizeof(Entry) +
          start_.capacity() * sizeof(uint32_t) +
          entries_.capacity() * sizeof(Entry);
 }

@@ -16,9 +16,11 @@
 //
 // Sizing. With 2^E >= 4n buckets (E = bit_width(n) + 2, at most kMaxBits)
 // a bucket holds lambda <= 1/4 codes on average plus the few codes whose
-// range straddles a bucket edge, so a probe makes two fixed checks and
-// loops only past them (P(Poisson(1/4) >= 2) = 2.6% beside a candidate's
-// own code). A code of a run with U >= 2^E spans one or two
+// range straddles a bucket edge, so a probe makes one fixed check and
+// loops only past it (a candidate's bucket holds another code beside its
+// own with P(Poisson(1/4) >= 1) = 22%, two or more with 2.6%; a fixed
+// second check measured slower: bench/fingerprint_run_bench
+// BM_ClaimIndex). A code of a run with U >= 2^E spans one or two
 // buckets; of a run with b < E, 2^(E - b) at least. Filing is bounded:
 // a run files at most n_r + n_r 2^E / U_r entries (each code one bucket
 // plus the buckets its prefix range covers), and Build refuses (returns
@@ -70,17 +72,12 @@ class ClaimIndex {
   };
 
  private:
-  struct RunParams {
-    uint64_t universe;
-    int precision;
-    uint32_t count;  // its codes, consecutive in fps_
-  };
   static constexpr size_t kPadding = 1;  // a probe reads one entry past
 
-  std::vector<RunParams> runs_;
-  std::vector<uint32_t> fps_;    // all codes, run by run (Build scratch)
-  std::vector<uint32_t> start_;  // 2^bits + 1 bucket starts
-  std::vector<Entry> entries_;   // filed codes, bucket by bucket
+  std::vector<uint32_t> fps_;     // one run's codes (Build scratch)
+  std::vector<Entry> intervals_;  // every code's, run by run (scratch)
+  std::vector<uint32_t> start_;   // 2^bits + 1 bucket starts
+  std::vector<Entry> entries_;    // filed codes, bucket by bucket
   size_t filings_ = 0;
   int bits_ = 0;
 };

@@ -5,17 +5,20 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "absl/base/internal/endian.h"
 #include "exposure_filter/item_hash.h"
 
 namespace exposure_filter {
 
 void HashItemIds(const uint64_t* ids, size_t n, uint64_t* out) {
   for (size_t i = 0; i < n; ++i) {
-    // HashItemId: the id's 8 little-endian bytes.
+    // HashItemId: the id's 8 little-endian bytes, stored as one word. Byte
+    // by byte, GCC at -O2 (RelWithDebInfo, the default build) keeps the
+    // eight stores and XXH3's 4-byte loads then wait on a failed store
+    // forward: ~20 ns an id instead of ~2 (bench/filter_bench
+    // BM_HashItemIds).
     unsigned char le[8];
-    for (int b = 0; b < 8; ++b) {
-      le[b] = static_cast<unsigned char>(ids[i] >> (8 * b));
-    }
+    absl::little_endian::Store64(le, ids[i]);
     out[i] = XXH3_64bits_withSeed(le, sizeof(le), kItemHashSeed);
   }
 }
