@@ -22,7 +22,11 @@ uint64_t MaxBucketsPerCode(int bits, int precision, uint64_t universe) {
 
 // The hashes code f of run (b, U) claims: those whose b-bit prefix P has
 // floor(P U / 2^b) = f, i.e. ceil(f 2^b / U) <= P < ceil((f + 1) 2^b / U),
-// as the 64-bit hash interval [P_lo 2^(64 - b), P_hi 2^(64 - b) - 1]. A
+// as the 64-bit hash interval [P_lo 2^(64 - b), P_hi 2^(64 - b) - 1].
+// With b <= 32 both ends are whole 2^32-hash granules (the first's low 32
+// bits are zero, the last's all ones), so the interval is exactly the
+// granules G = h >> 32 in [P_lo 2^(32 - b), P_hi 2^(32 - b) - 1]: 32-bit
+// bounds, an 8-byte entry. A
 // prefix run (U = 2^b) is the interval of P = f; otherwise the ceilings
 // divide n = f 2^b + U - 1 < U 2^b <= 2^64 by U through the reciprocal
 // R = floor((2^64 - 1) / U) > 2^64 / U - 1: floor(n R / 2^64) >
@@ -36,11 +40,12 @@ class PrefixRange {
         prefix_(universe == uint64_t{1} << precision),
         recip_(~uint64_t{0} / universe) {}
   ClaimIndex::Entry Of(uint64_t f) const {
-    const int low = 64 - b_;  // b <= 32
+    const int low = 32 - b_;  // b <= 32
     const uint64_t p_lo = prefix_ ? f : CeilPrefix(f);
     const uint64_t p_hi = prefix_ ? f + 1 : CeilPrefix(f + 1);
-    const uint64_t first = p_lo << low;
-    const uint64_t last = ((p_hi - 1) << low) | ((uint64_t{1} << low) - 1);
+    // p_hi <= 2^b: both fit in 32 bits.
+    const uint32_t first = static_cast<uint32_t>(p_lo << low);
+    const uint32_t last = static_cast<uint32_t>((p_hi << low) - 1);
     return {first, last - first};
   }
 
@@ -85,10 +90,10 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   }
   // Each code's claimed interval, computed once, in run order; the E-bit
   // buckets it files under are exactly those its interval overlaps,
-  // first >> (64 - E) .. last >> (64 - E) (one, or two where it straddles
-  // an edge; more only for runs with U < 2^E). Counted two places up (as
-  // CandidateSorter), prefix-summed into starts, then scattered.
-  const int shift = 64 - bits_;
+  // first >> (32 - E) .. last >> (32 - E) in granules (one, or two where it
+  // straddles an edge; more only for runs with U < 2^E). Counted two places up
+  // (as CandidateSorter), prefix-summed into starts, then scattered.
+  const int shift = 32 - bits_;  // bucket = granule >> (32 - E)
   start_.assign(buckets + 2, 0u);
   uint32_t* count = start_.data() + 2;
   // Sized once and written field by field: push_back(Entry) made GCC store
@@ -106,8 +111,8 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
       interval->first = e.first;
       interval->width = e.width;
       ++interval;
-      const uint64_t last = (e.first + e.width) >> shift;
-      for (uint64_t x = e.first >> shift; x <= last; ++x) ++count[x];
+      const uint32_t last = (e.first + e.width) >> shift;
+      for (uint32_t x = e.first >> shift; x <= last; ++x) ++count[x];
     }
   }
   for (size_t j = 2; j < buckets + 2; ++j) start_[j] += start_[j - 1];
@@ -118,8 +123,8 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   // start and ends at x + 1's).
   uint32_t* cursor = start_.data() + 1;
   for (const Entry* e = intervals_.data(); e != interval; ++e) {
-    const uint64_t last = (e->first + e->width) >> shift;
-    for (uint64_t x = e->first >> shift; x <= last; ++x) {
+    const uint32_t last = (e->first + e->width) >> shift;
+    for (uint32_t x = e->first >> shift; x <= last; ++x) {
       entries_[cursor[x]++] = *e;
     }
   }
@@ -148,21 +153,21 @@ size_t ClaimIndex::retained_bytes() const {
 void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
                                uint8_t* keep) const {
   if (filings_ == 0) return;
-  const int shift = 64 - bits_;
+  const int shift = 32 - bits_;
   const uint32_t* start = start_.data();
   const Entry* entries = entries_.data();
   for (size_t i = 0; i < hashes.size(); ++i) {
-    const uint64_t h = hashes[i];
-    const uint64_t x = h >> shift;
+    const uint32_t g = static_cast<uint32_t>(hashes[i] >> 32);  // granule
+    const uint32_t x = g >> shift;
     const uint32_t lo = start[x];
     const uint32_t len = start[x + 1] - lo;
     // One check without a branch (the bucket's first entry, or the next
     // bucket's / the padding when it is empty: masked by len), more only
     // for buckets holding two or more codes.
-    bool hit = (len != 0) & (h - entries[lo].first <= entries[lo].width);
+    bool hit = (len != 0) & (g - entries[lo].first <= entries[lo].width);
     if (ABSL_PREDICT_FALSE(len > 1)) {
       for (uint32_t j = lo + 1; j < lo + len; ++j) {
-        hit |= h - entries[j].first <= entries[j].width;
+        hit |= g - entries[j].first <= entries[j].width;
       }
     }
     keep[i] &= static_cast<uint8_t>(!hit);

@@ -64,11 +64,12 @@ class ClaimIndex {
   size_t filings() const { return filings_; }
   int bucket_bits() const { return bits_; }
 
-  // A filed code: the hashes it claims, [first, first + width] (a check
-  // is one unsigned compare, no fingerprint to compute).
+  // A filed code: the hashes it claims, those whose top 32 bits (their
+  // 2^32-hash granule) lie in [first, first + width] (a check is one
+  // unsigned compare, no fingerprint to compute; exact since b <= 32).
   struct Entry {
-    uint64_t first;
-    uint64_t width;
+    uint32_t first;
+    uint32_t width;
   };
 
  private:
