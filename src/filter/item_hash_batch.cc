@@ -15,8 +15,8 @@ void HashItemIds(const uint64_t* ids, size_t n, uint64_t* out) {
     // HashItemId: the id's 8 little-endian bytes, stored as one word. Byte
     // by byte, GCC at -O2 (RelWithDebInfo, the default build) keeps the
     // eight stores and XXH3's 4-byte loads then wait on a failed store
-    // forward: ~20 ns an id instead of ~2 (bench/filter_bench
-    // BM_HashItemIds).
+    // forward: 68.5 us per 5,000 ids instead of 6.0 (a standalone copy;
+    // now bench/filter_bench BM_HashItemIds: 6.6 us at -O2, 6.0 at -O3).
     unsigned char le[8];
     absl::little_endian::Store64(le, ids[i]);
     out[i] = XXH3_64bits_withSeed(le, sizeof(le), kItemHashSeed);
