@@ -89,6 +89,18 @@ class RoutingFailoverTest : public ::testing::Test {
     fakes_[replica]->fail_code = code;
   }
 
+  // Owner 0 always answers `code`: the call fails over once and owner 1
+  // answers it.
+  void ExpectFailoverToOwnerOneOn(grpc::StatusCode code) {
+    FailAlways(0, code);
+    auto router = Router(Options(2));
+    auto r = router->FilterRecalled(Recall());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(fakes_[0]->calls, 1);
+    EXPECT_EQ(fakes_[1]->calls, 1);
+    EXPECT_EQ(router->stats().failovers, 1u);
+  }
+
   std::vector<std::unique_ptr<FakeExposureFilterService>> fakes_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
   std::vector<std::string> addresses_;
@@ -120,13 +132,7 @@ TEST_F(RoutingFailoverTest, AnUnavailableOwnerFailsOverToTheNext) {
 // What a server shutting down answers a call that just arrived (gRPC
 // cancels it); seen in the failover drill 0 ms after a SIGTERM.
 TEST_F(RoutingFailoverTest, ACallCancelledByTheOwnerFailsOverToTheNext) {
-  FailAlways(0, grpc::StatusCode::CANCELLED);
-  auto router = Router(Options(2));
-  auto r = router->FilterRecalled(Recall());
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(fakes_[0]->calls, 1);
-  EXPECT_EQ(fakes_[1]->calls, 1);
-  EXPECT_EQ(router->stats().failovers, 1u);
+  ExpectFailoverToOwnerOneOn(grpc::StatusCode::CANCELLED);
 }
 
 // DEADLINE_EXCEEDED answered while the call has time left (a proxy's own
@@ -134,13 +140,7 @@ TEST_F(RoutingFailoverTest, ACallCancelledByTheOwnerFailsOverToTheNext) {
 // that ends the call's own deadline stops the call
 // (TheDeadlineIsNotExtendedByFailover).
 TEST_F(RoutingFailoverTest, ADeadlineExceededWithTimeLeftFailsOverToTheNext) {
-  FailAlways(0, grpc::StatusCode::DEADLINE_EXCEEDED);
-  auto router = Router(Options(2));
-  auto r = router->FilterRecalled(Recall());
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(fakes_[0]->calls, 1);
-  EXPECT_EQ(fakes_[1]->calls, 1);
-  EXPECT_EQ(router->stats().failovers, 1u);
+  ExpectFailoverToOwnerOneOn(grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
 TEST_F(RoutingFailoverTest, AHealthyOwnerZeroIsTheOnlyOneCalled) {
