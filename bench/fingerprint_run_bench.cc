@@ -40,8 +40,12 @@ std::vector<uint64_t> RandomHashes(size_t n, uint64_t seed) {
 std::vector<uint64_t> Candidates(const std::vector<uint64_t>& recorded,
                                  uint64_t seed) {
   std::vector<uint64_t> c = RandomHashes(kCandidates, seed);
-  for (size_t i = 0; i < c.size() && !recorded.empty(); i += 2) {
-    c[i] = recorded[(i * 7919) % recorded.size()];
+  // Half of them recorded, at random positions (as exposure-filter-bench's
+  // --exposed_fraction): a fixed alternation would let the branch predictor
+  // learn which candidates are members.
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < c.size() && !recorded.empty(); ++i) {
+    if (rng() & 1) c[i] = recorded[rng() % recorded.size()];
   }
   return c;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "exposure_filter/filter_format.h"
 #include "exposure_filter/item_hash.h"
+#include "google/protobuf/repeated_field.h"
 #include "src/filter/item_hash_batch.h"
 #include "src/server/request_validation.h"
 
@@ -61,6 +62,25 @@ size_t PackKeepMask(const uint8_t* keep, size_t n, std::string* mask) {
     out[i / 8] = static_cast<char>(packed);
   }
   return n - kept;
+}
+
+// Appends to `kept` the ids whose keep flag is set, in order, and returns
+// how many. Without a branch per id: every id is written and the cursor
+// advances by its flag. Which candidates were already exposed is random, so
+// an `if (keep[i])` mispredicted about half the time (BM_FilterRecalledHandler
+// KEPT_IDS 66 vs 46 us once its candidates stopped alternating).
+size_t CompactKept(const uint64_t* ids, const uint8_t* keep, size_t n,
+                   google::protobuf::RepeatedField<uint64_t>* kept) {
+  const int before = kept->size();
+  kept->Resize(before + static_cast<int>(n), 0);
+  uint64_t* out = kept->mutable_data() + before;
+  size_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out[m] = ids[i];
+    m += keep[i] != 0;
+  }
+  kept->Truncate(before + static_cast<int>(m));
+  return m;
 }
 
 // Per-thread scratch for FilterRecalled: a 5,000-candidate request needs
@@ -301,14 +321,9 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
     removed = static_cast<uint32_t>(
         PackKeepMask(keep.data(), n, resp->mutable_keep_mask()));
   } else {
-    resp->mutable_kept_ids()->Reserve(static_cast<int>(num_ids));
-    for (size_t i = 0; i < num_ids; ++i) {
-      if (keep[i]) {
-        resp->add_kept_ids(req.candidate_ids(i));
-      } else {
-        ++removed;
-      }
-    }
+    removed = static_cast<uint32_t>(
+        num_ids - CompactKept(req.candidate_ids().data(), keep.data(), num_ids,
+                              resp->mutable_kept_ids()));
     for (size_t i = num_ids; i < n; ++i) {
       if (keep[i]) {
         resp->add_kept_keys(req.candidate_keys(i - num_ids));
