@@ -85,21 +85,32 @@ void BM_HashItemKey(benchmark::State& state) {
 BENCHMARK(BM_HashItemKey);
 
 // The batch FilterRecalled and RecordExposure hash ids with (XXH3 inlined);
-// 5,000 ids, as a large FilterRecalled. Compare the Release and the default
-// RelWithDebInfo builds: the two should be within ~2x.
+// 5,000 ids, as a large FilterRecalled. range(0): 0 = the portable kernel,
+// 1 = AVX-512 (skipped without CPU support). Compare the Release and the
+// default RelWithDebInfo builds: the two should be within ~2x.
 void BM_HashItemIds(benchmark::State& state) {
+  const bool avx512 = state.range(0) == 1;
+  if (avx512 && !HashItemIdsAvx512Supported()) {
+    state.SkipWithError("no AVX-512 F/DQ on this CPU");
+    return;
+  }
   std::vector<uint64_t> ids(kCandidates);
   std::mt19937_64 rng(7);
   for (uint64_t& id : ids) id = rng();
   std::vector<uint64_t> out(kCandidates);
   for (auto _ : state) {
-    HashItemIds(ids.data(), ids.size(), out.data());
+    if (avx512) {
+      HashItemIdsAvx512(ids.data(), ids.size(), out.data());
+    } else {
+      HashItemIdsPortable(ids.data(), ids.size(), out.data());
+    }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * ids.size());
+  state.SetLabel(avx512 ? "avx512" : "portable");
 }
-BENCHMARK(BM_HashItemIds);
+BENCHMARK(BM_HashItemIds)->Arg(0)->Arg(1);
 
 // Per-candidate check of 5,000 candidates against one user of range(1) items
 // spread over range(0) live slices. range(2): 0 = portable kernel, 1 = AVX2.

@@ -29,6 +29,41 @@ TEST(ItemHashTest, BatchHashingGivesTheSameValuesAsHashItemId) {
   EXPECT_EQ(hashes[2], 0x2b32edbc4cf4067dull);  // pinned above
 }
 
+// Both kernels behind HashItemIds against the library, id by id, for
+// every length a batch can have around the AVX-512 kernel's 8 lanes (the
+// tail goes to the portable loop) and ids whose words test the rotation.
+TEST(ItemHashTest, EveryKernelGivesTheLibrarysValues) {
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> ids = {0,
+                               1,
+                               42,
+                               ~0ull,
+                               uint64_t{1} << 63,
+                               0xffffffffull,
+                               0xffffffff00000000ull,
+                               0x0123456789abcdefull};
+  for (int i = 0; i < 2000; ++i) ids.push_back(rng());
+  std::vector<uint64_t> expected(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) expected[i] = HashItemId(ids[i]);
+  const bool avx512 = HashItemIdsAvx512Supported();
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9},
+                   size_t{17}, ids.size()}) {
+    std::vector<uint64_t> portable(n, 0), vector(n, 0), active(n, 0);
+    HashItemIdsPortable(ids.data(), n, portable.data());
+    HashItemIds(ids.data(), n, active.data());
+    if (avx512) HashItemIdsAvx512(ids.data(), n, vector.data());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(portable[i], expected[i]) << "portable, id " << ids[i];
+      ASSERT_EQ(active[i], expected[i]) << "HashItemIds, id " << ids[i];
+      if (avx512) {
+        ASSERT_EQ(vector[i], expected[i]) << "avx512, id " << ids[i];
+      }
+    }
+  }
+  RecordProperty("avx512_kernel_checked",
+                 avx512 ? "yes" : "no (no CPU support)");
+}
+
 TEST(ItemHashTest, StringKeysHashTheirBytes) {
   EXPECT_EQ(HashItemKey("item-42"), 0x480e2991dcf32e6full);
   EXPECT_EQ(HashItemKey(""), 0xd6ac28aa10194ec7ull);
