@@ -9,6 +9,7 @@
 
 #include "absl/base/internal/endian.h"
 #include "exposure_filter/item_hash.h"
+#include "src/filter/probe_kernel.h"
 
 #if defined(__x86_64__)
 #define EF_HAVE_X86_64 1
@@ -90,7 +91,8 @@ bool HashItemIdsAvx512Supported() { return false; }
 #endif  // EF_HAVE_X86_64
 
 void HashItemIds(const uint64_t* ids, size_t n, uint64_t* out) {
-  static const bool avx512 = HashItemIdsAvx512Supported();
+  static const bool avx512 =
+      HashItemIdsAvx512Supported() && !PortableKernelsForced();
   if (avx512) {
     HashItemIdsAvx512(ids, n, out);
   } else {

@@ -12,8 +12,8 @@
 // entry point for many short inputs; GCC does not vectorise the inlined
 // loop even at -march=x86-64-v4. The AVX-512 kernel is compiled with a
 // function target attribute and chosen at startup only when the CPU has
-// AVX-512 F and DQ; tests check it against the library id by id
-// (tests/filter/item_hash_test.cc).
+// AVX-512 F and DQ (unless EXPOSURE_FILTER_PROBE_KERNEL=portable); tests
+// check it against the library id by id (tests/filter/item_hash_test.cc).
 #ifndef EXPOSURE_FILTER_SRC_FILTER_ITEM_HASH_BATCH_H_
 #define EXPOSURE_FILTER_SRC_FILTER_ITEM_HASH_BATCH_H_
 

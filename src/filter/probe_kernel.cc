@@ -297,10 +297,7 @@ bool Avx2Supported() { return false; }
 namespace {
 
 ProbeKernelKind ChooseKernel() {
-  const char* forced = std::getenv("EXPOSURE_FILTER_PROBE_KERNEL");
-  if (forced != nullptr && std::strcmp(forced, "portable") == 0) {
-    return ProbeKernelKind::kPortable;
-  }
+  if (PortableKernelsForced()) return ProbeKernelKind::kPortable;
   return Avx2Supported() ? ProbeKernelKind::kAvx2 : ProbeKernelKind::kPortable;
 }
 
@@ -314,6 +311,11 @@ RemoveContainedFn ActiveFn() {
 }
 
 }  // namespace
+
+bool PortableKernelsForced() {
+  const char* forced = std::getenv("EXPOSURE_FILTER_PROBE_KERNEL");
+  return forced != nullptr && std::strcmp(forced, "portable") == 0;
+}
 
 ProbeKernelKind ActiveProbeKernel() {
   return ActiveFn() == &RemoveContainedAvx2 ? ProbeKernelKind::kAvx2

@@ -42,6 +42,9 @@ bool Avx2Supported();
 // The kernel chosen for this CPU (AVX2 when available, unless the environment
 // variable EXPOSURE_FILTER_PROBE_KERNEL=portable forces the portable one).
 ProbeKernelKind ActiveProbeKernel();
+// Whether EXPOSURE_FILTER_PROBE_KERNEL=portable is set: then every kernel
+// chosen at startup (this one, the batch item hash) is the portable one.
+bool PortableKernelsForced();
 const char* ProbeKernelName(ProbeKernelKind kind);
 
 // Dispatches to the active kernel.
