@@ -578,64 +578,6 @@ void FingerprintRunView::RemoveContained(const BucketedCandidates& candidates,
   }
 }
 
-void FingerprintRunView::RemoveContainedSparse(
-    absl::Span<const uint64_t> sorted_keys, uint8_t* keep) const {
-  if (count_ == 0 || sorted_keys.empty()) return;
-  const int b = precision_;
-  const uint64_t u = universe_;
-  const int k = rice_k_;
-  const uint64_t mask = (uint64_t{1} << k) - 1;
-  const uint64_t rem_base = bit_offset_;
-  // Decoder state: `idx` codes consumed, the last one's fingerprint `cur`
-  // (valid once idx > 0); the next unary part starts at `unary_pos`, and
-  // `bits` holds word `word`'s one bits from there on.
-  uint32_t idx = 0;
-  uint64_t cur = 0;
-  uint64_t unary_pos = bit_offset_ + uint64_t{count_} * k;
-  uint64_t word = unary_pos >> 6;
-  uint64_t bits = words_[word] & (~uint64_t{0} << (unary_pos & 63));
-  const FieldSummer summer(k == 0 ? 1 : k);
-  // A word whose skip failed is decoded code by code, not summed again.
-  uint64_t failed_word = ~uint64_t{0};
-  for (const uint64_t key : sorted_keys) {
-    const uint64_t x = FingerprintRun::Fingerprint(key, b, u);
-    while (idx == 0 || cur < x) {
-      const uint64_t next = idx == 0 ? 0 : cur + 1;
-      const uint32_t c = static_cast<uint32_t>(absl::popcount(bits));
-      // Only when codes remain after this word's: then every one bit in it
-      // is this run's (the run's last one bit is in a later word), whatever
-      // follows the payload.
-      if (c != 0 && idx + c < count_ && word != failed_word) {
-        const uint64_t last = (word << 6) + 63 - absl::countl_zero(bits);
-        const uint64_t sum_q = last + 1 - unary_pos - c;
-        const uint64_t sum_r =
-            k == 0 ? 0 : summer.Sum(words_, rem_base + uint64_t{idx} * k, c);
-        const uint64_t f_last = next + (sum_q << k) + sum_r + c - 1;
-        if (f_last < x) {
-          cur = f_last;
-          idx += c;
-          unary_pos = last + 1;
-          bits = words_[++word];
-          continue;
-        }
-        failed_word = word;
-      }
-      if (idx == count_) return;  // every later key is larger
-      // One code: its unary part ends at the next one bit.
-      while (bits == 0) bits = words_[++word];
-      const uint64_t one = (word << 6) + absl::countr_zero(bits);
-      bits &= bits - 1;
-      const uint64_t q = one - unary_pos;
-      unary_pos = one + 1;
-      const uint64_t r =
-          k == 0 ? 0 : Peek64(words_, rem_base + uint64_t{idx} * k) & mask;
-      cur = next + ((q << k) | r);
-      ++idx;
-    }
-    if (cur == x) keep[static_cast<uint32_t>(key)] = 0;
-  }
-}
-
 void FingerprintRunView::AppendFingerprints(std::vector<uint32_t>* out) const {
   if (count_ == 0) return;
   out->reserve(out->size() + count_);

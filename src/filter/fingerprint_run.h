@@ -138,18 +138,6 @@ class FingerprintRunView {
   // Ignores the skip index (UserFilter's runs have none).
   void RemoveContained(const BucketedCandidates& candidates,
                        uint8_t* keep) const;
-  // Same result as RemoveContainedSorted, for few keys against a long run
-  // (UserFilter::Record's "already claimed?" check of 20 items against
-  // thousands of codes): between keys it passes over a whole 64-bit word
-  // of unary parts at a time when the word's last fingerprint is below the
-  // next key, instead of decoding code by code. A word holding c codes
-  // ends at fingerprint
-  //   f_last = next + (sum q << k) + sum r + c - 1,
-  // sum q = the word's zero bits up to its last one (popcount gives c), sum
-  // r = the c remainders: c independent loads instead of c steps of the
-  // decoder's serial chain. The skip index is not used.
-  void RemoveContainedSparse(absl::Span<const uint64_t> sorted_keys,
-                             uint8_t* keep) const;
   // Appends all fingerprints, ascending.
   void AppendFingerprints(std::vector<uint32_t>* out) const;
   // ORs the payload into `dst` at bit `dst_offset` (those bits must be zero).

@@ -65,7 +65,7 @@ void LocateDense(const FingerprintRunView& run,
 
 }  // namespace
 
-// The decoder state of RemoveContainedSparse: `idx` codes consumed, the next
+// The decoder state: `idx` codes consumed, the next
 // fingerprint at least `next`, code idx's unary part from `unary_pos` on,
 // `bits` holding the ones of word `word` from there. Code idx is decoded
 // ("peeked") without being consumed, so that the additions before it all

@@ -20,8 +20,15 @@
 //
 // Where each addition goes comes from one walk of the run that passes over
 // a whole 64-bit word of unary parts at a time while the word's last
-// fingerprint is below the next addition (as
-// FingerprintRunView::RemoveContainedSparse; the math is there).
+// fingerprint is below the next addition. A word holding c codes (its c
+// one bits) ends at fingerprint
+//   f_last = next + (sum q << k) + sum r + c - 1,
+// next = the fingerprint after the last code before the word, sum q = the
+// word's zero bits up to its last one (the c unary parts), sum r = the c
+// remainders (FieldSummer, bit_words.h: c independent loads and SWAR adds
+// instead of c steps of the decoder's serial chain). Only a word after
+// which codes remain is skipped this way: then all its one bits are this
+// run's, whatever follows the payload.
 #ifndef EXPOSURE_FILTER_SRC_FILTER_RUN_SPLICE_H_
 #define EXPOSURE_FILTER_SRC_FILTER_RUN_SPLICE_H_
 

@@ -1011,8 +1011,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   auto& open_fps = ws.open_fps;  // the keys' fingerprints in the open run
   auto& open_at = ws.open_at;
   // Every run of the slice: LocateInRun's walk (a tight decode merge, or
-  // whole words of codes at a time for few keys against a long run, as
-  // RemoveContainedSparse), its points kept for the open run.
+  // whole words of codes at a time for few keys against a long run), its
+  // points kept for the open run.
   for (size_t j = 0; j < slice.runs.size(); ++j) {
     const RunMeta& r = slice.runs[j].meta;
     auto& fps = j == open ? open_fps : ws.run_fps;

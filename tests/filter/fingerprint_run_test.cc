@@ -8,6 +8,7 @@
 
 #include "exposure_filter/item_hash.h"
 #include "gtest/gtest.h"
+#include "src/filter/run_splice.h"
 
 namespace exposure_filter {
 namespace {
@@ -513,12 +514,12 @@ TEST(FingerprintRunViewTest, RemoveContainedMatchesContainsForEveryCandidate) {
   }
 }
 
-// RemoveContainedSparse (UserFilter::Record's few-items check) against the
-// merge and single lookups: runs packed at any bit offset of a buffer whose
-// other bits are random, all ones, or zero but for one set bit right after
-// the payload (a foreign "code" the word skip must not count); few and many
-// keys, hits, misses, duplicates and the universe's last fingerprint; Rice
-// parameters from 0 up.
+// LocateInRun (UserFilter::Record's "already claimed?" walk, with word
+// skips for few keys) against the merge and single lookups: runs packed at any
+// bit offset of a buffer whose other bits are random, all ones, or zero but for
+// one set bit right after the payload (a foreign "code" the word skip must not
+// count); few and many keys, hits, misses, duplicates and the universe's last
+// fingerprint; Rice parameters from 0 up.
 void CheckSparseWalk(const FingerprintRun& run, uint64_t offset, int garbage,
                      const std::vector<uint64_t>& keys, std::mt19937_64& rng) {
   const FingerprintRunView v0 = run.view();
@@ -541,7 +542,20 @@ void CheckSparseWalk(const FingerprintRun& run, uint64_t offset, int garbage,
     if (run.Contains(key)) expected[static_cast<uint32_t>(key)] = 0;
   }
   v.RemoveContainedSorted(keys, merge.data());
-  v.RemoveContainedSparse(keys, sparse.data());
+  // LocateInRun (run_splice.h): its word skips for few keys against a long
+  // run, its decode merge otherwise; a key is claimed where its point holds
+  // its fingerprint.
+  std::vector<uint32_t> fps(m);
+  for (size_t j = 0; j < m; ++j) {
+    fps[j] = FingerprintRun::Fingerprint(keys[j], v.precision(), v.universe());
+  }
+  std::vector<SplicePoint> points(m);
+  LocateInRun(v, fps, points.data());
+  for (size_t j = 0; j < m; ++j) {
+    if (points[j].Claims(v.count(), fps[j])) {
+      sparse[static_cast<uint32_t>(keys[j])] = 0;
+    }
+  }
   ASSERT_EQ(merge, expected);
   ASSERT_EQ(sparse, expected) << "k=" << v.rice_k() << " offset=" << offset
                               << " garbage=" << garbage << " m=" << m;
