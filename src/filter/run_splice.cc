@@ -65,11 +65,11 @@ void LocateDense(const FingerprintRunView& run,
 
 }  // namespace
 
-// The decoder state: `idx` codes consumed, the next
-// fingerprint at least `next`, code idx's unary part from `unary_pos` on,
-// `bits` holding the ones of word `word` from there. Code idx is decoded
-// ("peeked") without being consumed, so that the additions before it all
-// get its point.
+// The decoder state: `idx` codes consumed, the next fingerprint at least
+// `next`, code idx's unary part from `unary_pos` on, `bits` holding the ones
+// of word `word` from there. Code idx is decoded ("peeked") without being
+// consumed, so that the additions before it all get its point. The word
+// skip's math: run_splice.h.
 void LocateInRun(const FingerprintRunView& run,
                  absl::Span<const uint32_t> sorted_fps, SplicePoint* out) {
   const uint32_t n = run.count();
