@@ -18,9 +18,9 @@
 # DURATION (8s), WARMUP (2s), USERS (200), EXPOSURES (2000), CANDIDATES
 # (5000), THREADS (2), INFLIGHT (4), OUT ($BUILD/compare_releases), ports
 # 50171..50175, RATE (0 = as fast as they answer; a total req/s below
-# every server's saturation offers each the same load, so the servers'
-# CPU per request compares with less of the 2 shared cores' contention
-# in it: the spread of saturated runs is +-15% even on identical code).
+# every server's saturation offers each the same load; their CPU per
+# request then includes the wake-ups of an unsaturated server, ~2x the
+# saturated figure: docs/performance.md, Side-by-side "session 11").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
