@@ -304,6 +304,18 @@ class UserFilter {
     std::vector<RunPlan> runs;
   };
 
+  // The tables' first entries, read without decoding the runs': the legacy
+  // pointer, the slice count, and where the first slice's head starts.
+  struct TablesHead {
+    Legacy* legacy = nullptr;
+    uint64_t slices = 0;
+    const unsigned char* first_slice = nullptr;
+  };
+  TablesHead ReadHead() const;
+  // The slice head at `p` (the slice before it: `prev_index`, its max event
+  // time `prev_max`); advances `p` to the slice's first run entry.
+  static SliceMeta ReadSliceHead(const unsigned char*& p, int64_t prev_index,
+                                 uint64_t prev_max);
   Tables Decode() const;
   std::vector<SlicePlan> Plan(const Tables& t) const;
   FingerprintRunView View(const RunMeta& r) const;
