@@ -26,12 +26,12 @@ void HashKeys(size_t first,
   for (const std::string& key : keys) *key_hashes++ = HashItemKey(key);
 }
 
+// Hashes the ids, then the keys, into out[0 .. ids.size() + keys.size()).
 void HashItems(const google::protobuf::RepeatedField<uint64_t>& ids,
                const google::protobuf::RepeatedPtrField<std::string>& keys,
-               std::vector<uint64_t>* out) {
-  out->resize(ids.size() + keys.size());
-  HashItemIds(ids.data(), ids.size(), out->data());
-  HashKeys(ids.size(), keys, out->data());
+               uint64_t* out) {
+  HashItemIds(ids.data(), ids.size(), out);
+  HashKeys(ids.size(), keys, out);
 }
 
 // Packs keep[0..n) (each 0 or 1) into the KEEP_MASK bytes, bit i % 8 of
@@ -213,9 +213,16 @@ absl::Status ExposureFilterHandlers::Record(
       surfaces_->GetOrCreate(req.surface());
   if (!surface.ok()) return surface.status();
   // Hash everything first: the store then only takes locks to set bits.
-  std::vector<std::vector<uint64_t>> hashes(req.exposures_size());
+  // One buffer for every exposure's hashes (a vector per exposure was 50
+  // mallocs per 50-user call, slow in the store's fragmented heap).
+  size_t total = 0;
+  for (const Exposure& e : req.exposures()) {
+    total += static_cast<size_t>(e.item_ids_size() + e.item_keys_size());
+  }
+  std::vector<uint64_t> hashes(total);
   std::vector<UserExposures> batch;
   batch.reserve(req.exposures_size());
+  uint64_t* next_hash = hashes.data();
   // Lags are binned locally and merged once: one set of atomic adds per
   // request, not per user.
   std::vector<uint64_t> lag_counts(exposure_lag_ms_.num_buckets());
@@ -223,9 +230,12 @@ absl::Status ExposureFilterHandlers::Record(
   bool lag_observed = false;
   for (int i = 0; i < req.exposures_size(); ++i) {
     const Exposure& e = req.exposures(i);
-    HashItems(e.item_ids(), e.item_keys(), &hashes[i]);
-    batch.push_back(UserExposures{e.user_id(), hashes[i], e.event_time_ms()});
-    if (e.event_time_ms() != 0 && !hashes[i].empty()) {
+    const absl::Span<const uint64_t> item_hashes(
+        next_hash, static_cast<size_t>(e.item_ids_size() + e.item_keys_size()));
+    HashItems(e.item_ids(), e.item_keys(), next_hash);
+    next_hash += item_hashes.size();
+    batch.push_back(UserExposures{e.user_id(), item_hashes, e.event_time_ms()});
+    if (e.event_time_ms() != 0 && !item_hashes.empty()) {
       const uint64_t lag = now > e.event_time_ms()
                                ? static_cast<uint64_t>(now - e.event_time_ms())
                                : 0;
