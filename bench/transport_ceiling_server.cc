@@ -26,6 +26,7 @@
 #include "src/filter/filter_encoder.h"
 #include "src/filter/user_filter.h"
 #include "src/server/arena_message_allocator.h"
+#include "src/server/config/malloc_tuning.h"
 #include "src/server/config/server_flags.h"
 #include "src/server/config/transport_tuning.h"
 
@@ -143,6 +144,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // The same malloc settings as the real server (malloc_tuning.h): the
+  // ceiling measures the transport both servers share.
+  ApplyMallocTuning();
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<ServerConfig> config = ConfigFromFlags();
   if (!config.ok()) {

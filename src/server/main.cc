@@ -11,6 +11,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "src/server/config/malloc_tuning.h"
 #include "src/server/config/server_flags.h"
 #include "src/server/exposure_filter_server.h"
 #include "src/server/observability/protobuf_log.h"
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
   // RecordExposure profile: ~50 shard and log locks per call). The test
   // suites keep it; the server does not pay for it on every request.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Before any thread starts: keep freed memory in the heap between
+  // requests instead of faulting it back in (malloc_tuning.h).
+  ApplyMallocTuning();
   const spdlog::level::level_enum level =
       spdlog::level::from_str(LogLevelFlag());
   if (level == spdlog::level::off && LogLevelFlag() != "off") {
