@@ -2,12 +2,14 @@
 //
 // By default an arena hands the free top of its heap back to the kernel once
 // it passes 128 KiB (M_TRIM_THRESHOLD, raised only by frees of mmap'd
-// chunks). A FilterRecalled of 5,000 candidates frees ~100 KiB of transport
-// buffers, request and scratch per call, so every request grew the heap
-// again: the next recvmsg() wrote into pages the kernel had to fault in and
-// zero (`perf record` of the server under 5,000-candidate FilterRecalled:
-// exc_page_fault, clear_page_erms and unmap_page_range ~2.3% of its samples,
-// gone at a 1 MiB threshold; docs/performance.md, "Malloc trim threshold").
+// chunks). Serving a FilterRecalled of 5,000 candidates (a 40 KB request,
+// 64 KiB read chunks, the hashes, the reply) frees more than that at the
+// top of a heap, so the heap was trimmed and grown again per request: the
+// next recvmsg() wrote into pages the kernel had to fault in and zero.
+// `perf record` of the server under that load: exc_page_fault,
+// clear_page_erms and unmap_page_range ~2.3% of its samples; still 3.4% at
+// a 256 KiB threshold, none at 1 MiB (docs/performance.md, "Malloc trim
+// threshold").
 //
 // The server and the transport-ceiling server (which measures the same
 // transport) both apply it at startup, before any thread starts.
