@@ -19,7 +19,9 @@ namespace exposure_filter {
 // AVX2 (the portable kernel is still tested).
 inline constexpr char kSkipNoAvx2[] = "environment skip: CPU without AVX2";
 // tests/server/cancellation_test.cc: mallinfo2() reads 0 under ASan, whose
-// allocator replaces glibc's, so heap growth cannot be measured.
+// allocator replaces glibc's, so heap growth cannot be measured;
+// tests/server/transport_tuning_test.cc (MallocTuningTest): glibc's heap
+// settings have nothing to act on under ASan or TSan.
 inline constexpr char kSkipNoHeapFigures[] =
     "environment skip: allocator reports no heap figures (ASan)";
 // tests/server/disk_fault_server_test.cc: mounting a tmpfs needs root (and
