@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # The previous release and this build side by side in one run, against the
-# transport ceiling (issue 15: FilterRecalled of 5,000 candidates must keep
-# its req/s and p99). Starts three servers on 127.0.0.1 — the no-op
+# transport ceiling: does a change keep FilterRecalled's req/s and p99 (and
+# the other workloads')? Starts three servers on 127.0.0.1 — the no-op
 # transport-ceiling server, this build's exposure-filter-server and
 # OLD_BUILD's — and sends each the same workloads with this build's
 # exposure-filter-bench, as bench/compare.sh does. ROUNDS rounds; within a
 # round the order rotates (new, old, ceiling; old, ceiling, new; ceiling,
 # new, old; ...) so slow drift of the shared machine's load falls on every
 # server alike. The 1-minute load average is recorded before every run.
-#   OLD_BUILD=/work/wt/oldmain2/build-release bash bench/compare_releases.sh
-# Environment: OLD_BUILD (required: a Release build dir of the previous main
+# Prints every run, then per workload the medians over rounds.
+#   OLD_BUILD=../ef-old/build-release bash bench/compare_releases.sh
+# A Release build of the commit to compare against, e.g. 187ed21 (the last
+# release that stored filter format 1), from a clone beside this one:
+#   git clone -q . ../ef-old && git -C ../ef-old checkout -q 187ed21
+#   (cd ../ef-old && bash scripts/setup.sh build-release \
+#     -DCMAKE_BUILD_TYPE=Release -DEF_BUILD_TESTS=OFF)
+# Environment: OLD_BUILD (required: a Release build dir of the other commit
 # holding src/server/exposure-filter-server), BUILD (build-release), ROUNDS
 # (3), WORKLOADS ("filter_mask filter_ids"; also "pull", "record", and
 # "filter_unfiltered": filter_mask's requests for a surface nobody recorded,
@@ -19,8 +25,9 @@
 # (5000), THREADS (2), INFLIGHT (4), OUT ($BUILD/compare_releases), ports
 # 50171..50175, RATE (0 = as fast as they answer; a total req/s below
 # every server's saturation offers each the same load; their CPU per
-# request then includes the wake-ups of an unsaturated server, ~2x the
-# saturated figure: docs/performance.md, Side-by-side "session 11").
+# request then includes the wake-ups of an unsaturated server, about twice
+# the saturated figure: docs/performance.md, "How each workload is
+# measured").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

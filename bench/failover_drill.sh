@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The failover drill as a benchmark (issue 16, M5; docs/scale-out.md
-# "Failover drill"): librdkafka's mock cluster, 3 real servers with
-# --replication_factor=2 on 12 partitions, the C++ load driver
+# The failover drill as a benchmark (docs/scale-out.md "Failover drill"):
+# librdkafka's mock cluster, 3 real servers with --replication_factor=2 on
+# 12 partitions, the C++ load driver
 # (tools/drill/failover-drill: RecordExposure of 2 users x 10-20 items and
 # FilterRecalled of 32 candidates through the RoutingClient, per-try timeout
 # 250 ms inside a 1 s deadline), while replica 0 is kill -9ed (down

@@ -1,5 +1,5 @@
 // Golomb-Rice fingerprint runs (src/filter/fingerprint_run.h) against the
-// blocked Bloom segments of format 1, at the same FP target (issue 15):
+// blocked Bloom segments of format 1, at the same FP target:
 //   build/bench/fingerprint_run_bench --benchmark_min_time=0.3
 // BM_Space: bits per item (payload, and all-in with the object and its heap
 // block) and measured FP of a run, next to the information bound

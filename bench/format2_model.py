@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""Byte model of filter format 2 (issue 15): the sizing policy of
+"""Byte model of filter format 2: the sizing policy of
 src/filter/run_sizing.{h,cc} and UserFilter::Record / SealQuiet / SealIdle,
-replayed over the issue's arrival patterns, priced like the store accounts a
-user.
+replayed over memory_bench's arrival patterns, priced like the store
+accounts a user.
 
 Not a benchmark of code: a second, independent statement of the policy, so
 that a rule can be tried here in seconds and its prediction compared with
@@ -23,7 +23,7 @@ Policy (run_sizing.h has the derivations):
     opens: share cap = half of what is left, b = max(b_min, ceil(log2(2 *
     n_expected / cap))), n_expected = max(n_s, N / L); b_min = 17 for the
     user's first run (which takes at most budget / 32), 19 for later ones.
-  * Rate-sized newest runs (session 7, branch f2late): a new run of the
+  * Rate-sized newest runs: a new run of the
     newest slice of a user with at least a span of live history gets room
     for max(n_s, RateExpectedItems) instead of 2 n_expected, where
     RateExpectedItems = n_s + N / elapsed * (slice end - t), elapsed since
@@ -33,21 +33,21 @@ Policy (run_sizing.h has the derivations):
     write behind it restarts every count. A slice (not the newest) quiet for
     8 writes is sealed: its open runs become one run at
     U = max(N_ref / budget, 2^17, n_s / (share * left)),
-    N_ref = max(N, (L + 1) n_s) (the window's L + 1 slice indices; L before
-    f2first),
+    N_ref = max(N, (L + 1) n_s) (the window's L + 1 slice indices),
     rounded up to a multiple of 256, at most 2^b_low; share = 1/2 while the
     user writes. A seal that the share cap (not the proportional share) set
     within 0.5 bit/item of 2^b_low waits (stays open).
   * Idle seal (what the store's sweeper does after an idle hour): every
     older slice with open runs, and the newest once its span has ended
-    (f2late: a still-filling newest slice sealed at its first sessions'
-    count fragments), sealed the same way at share = 0.9, where the codes
+    (a still-filling newest slice sealed at its first sessions' count
+    fragments), sealed the same way at share = 0.9, where the codes
     shrink by more than 24 bits.
-  * The newest slice's one open run, once every older slice is sealed
-    (branch f2first): re-truncated to the least b < its own with
+  * The newest slice's one open run, once every older slice is sealed:
+    re-truncated to the least b < its own with
     2^b >= max(N + n_pred - n_s, L n_pred) / budget whose capacity at 0.9
     of what the other runs leave holds n_pred = RateExpectedItems.
-  * --reserve (rejected, branch f2rate; not in the C++): a quiet seal while
+  * --reserve (measured and rejected, not in the C++; docs/format2-design.md,
+    "Measured and rejected"): a quiet seal while
     the user writes into the newest slice (events at more than one time,
     its open run with room for the growth) may take 0.9 of what is left
     after the newest slice's predicted growth at 2^-b, if more than half,
@@ -263,7 +263,7 @@ class UserModel:
             self.lower_newest_run(t)
         assert self.fp() <= self.delta * (1 + 1e-9), "F above delta"
 
-    # RunSizing::LoweredNewestRun, UserFilter::LowerNewestRun (f2first)
+    # RunSizing::LoweredNewestRun, UserFilter::LowerNewestRun
     def lower_newest_run(self, t):
         if any(r.open for s in self.slices[:-1] for r in s.runs):
             return
@@ -289,7 +289,7 @@ class UserModel:
     def seal(self, idle, newest_ended=False, reserve=-1):
         if not (idle and newest_ended) and len(self.slices) < 2:
             return
-        window = L + 1  # the L + 1 slices the window holds (f2first)
+        window = L + 1  # the L + 1 slices the window holds
         live = self.items()
         last = len(self.slices) if idle and newest_ended else len(self.slices) - 1
         for s in self.slices[:last]:
@@ -387,7 +387,7 @@ def pattern_calls(name, rng, zipf_items=0):
     raise ValueError(name)
 
 
-PATTERNS = {  # pattern -> target bytes/user (issue 15)
+PATTERNS = {  # pattern -> target bytes/user (RedisBloom's; 100 B at 20 items)
     "2000 in one call": 2888,
     "2000, 20/call, today": 2888,
     "2000, 20/call, 29 days": 2888,
@@ -407,8 +407,8 @@ def replay(calls, delta, reserve=False):
 
 
 # bench/memory_bench BM_Issue15Patterns (300 users; Zipf 2,000), accounted
-# B/user (written, idle), 2026-11-26 on branch f2first:
-# docs/performance.md, "Format 2 memory".
+# B/user (written, idle), as measured at e6c21a8 (docs/performance.md,
+# "Memory per user").
 MEMORY_BENCH = {
     "2000 in one call": (2701, 2701),
     "2000, 20/call, today": (2479, 2479),

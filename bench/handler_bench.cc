@@ -93,9 +93,9 @@ BENCHMARK(BM_FilterRecalledParse);
 // The 40 KB request as the service receives it (slices of a 16 KB HTTP/2
 // frame each) parsed into a pooled arena message with the ids reserved:
 // range(0) 0 = gRPC's generated-handler path (SerializationTraits::
-// Deserialize, what the service used before issue 17), 1 = the service's
-// own ParseRequest (request_parser.h) that replaced it. Same process, back
-// to back, so the ratio holds on a loaded machine.
+// Deserialize, what the service used before it parsed requests itself),
+// 1 = the service's own ParseRequest (request_parser.h) that replaced it.
+// Same process, back to back, so the ratio holds on a loaded machine.
 void BM_FilterRecalledParseReceived(benchmark::State& state) {
   const std::string wire = Request(1, v1::KEEP_MASK, 1).SerializeAsString();
   constexpr size_t kFrame = 16384;
@@ -253,7 +253,7 @@ void BM_GetFilterHandler(benchmark::State& state) {
 }
 BENCHMARK(BM_GetFilterHandler)->Arg(0)->Arg(1);
 
-// "GetFilter + local check" (issue 15): a client pulls the user's filter
+// "GetFilter + local check" (pull mode): a client pulls the user's filter
 // (the handler, as above), parses it (FilterView::Parse) and checks the
 // 5,000 candidates of a FilterRecalled request locally (KeepMaskIds).
 // Arg 0: all three per iteration; Arg 1: parse + check only, of bytes

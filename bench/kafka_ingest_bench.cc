@@ -1,5 +1,5 @@
 // kafka_ingest_bench: the Kafka consumer's ingest throughput and end-to-end
-// freshness (issue 7), against librdkafka's mock cluster on loopback with
+// freshness, against librdkafka's mock cluster on loopback with
 // the real server in-process (durable, --fsync=interval).
 //
 //  throughput  N messages are produced first; then the server starts and

@@ -158,7 +158,8 @@ BENCHMARK(BM_StoreBytesPerUser)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
-// Issue 15's arrival patterns through the store, one row each: range(0) =
+// The arrival patterns format 2 was sized for (docs/performance.md), through
+// the store, one row each: range(0) =
 // 0: 2,000 items in one call (300 users); 1: 2,000 at 20 per call, all now;
 // 2: 2,000 at 20 per call over 29 days in order; 3: 2,000 at 1 per call over
 // 29 days; 4: 20 items; 5: 5,000 at 20 per call, each call at a random time

@@ -122,8 +122,9 @@ BENCHMARK(BM_RecordCommit)
     ->UseRealTime()
     ->MinTime(1.0);
 
-// Restart figures (issue 17): the two halves run as separate invocations so
-// the page cache can be dropped between them (cold) or not (warm):
+// Restart figures (docs/durability.md): the two halves run as separate
+// invocations so the page cache can be dropped between them (cold) or not
+// (warm):
 //   EF_BENCH_USERS=1000000 persist_bench --benchmark_filter=SnapshotWrite
 //   sync; echo 3 > /proc/sys/vm/drop_caches            # cold only
 //   persist_bench --benchmark_filter=Recover

@@ -1,6 +1,6 @@
 // replicated_write_bench: what a RecordExposure costs when it goes through
-// Kafka (issue 16, M2), against librdkafka's mock cluster on loopback with
-// the real servers in-process (durable, --fsync=interval).
+// Kafka (--replication_factor >= 2), against librdkafka's mock cluster on
+// loopback with the real servers in-process (durable, --fsync=interval).
 //
 //   replicated  N = 2 replicas, R = 2 (each owns every partition), Kafka
 //               ingest on: the call is produced (idempotent, acks=all) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Restart time of the real server (issue 17): starts exposure-filter-server
+# Restart time of the real server (docs/durability.md): starts exposure-filter-server
 # on an existing data dir, waits for its recovery line, and prints the time
 # the line reports beside the process's CPU seconds at that moment (user and
 # system, from /proc/<pid>/stat), with the page cache dropped first (cold) or

@@ -1,6 +1,6 @@
-// What the routing client's failover path costs per call (issue 16 M4,
-// docs/clients.md): FilterRecalled of 100 candidates against three no-op
-// in-process replicas on loopback, through
+// What the routing client's failover path costs per call (docs/clients.md):
+// FilterRecalled of 100 candidates against three no-op in-process replicas
+// on loopback, through
 //   - ExposureFilterClient (the blocking stub call, no routing),
 //   - RoutingClient with R = 1 (callback API, one owner),
 //   - RoutingClient with R = 2 and owner 0 answering UNAVAILABLE (every call

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak test (issue 8): builds Release, starts the real server on 127.0.0.1
+# Soak test: builds Release, starts the real server on 127.0.0.1
 # with a temporary data dir, measures its capacity on the soak mix briefly,
 # then drives the same mix (FilterRecalled, GetFilter pulls with if_version,
 # RecordExposure, DeleteUser) at LOAD (70%) of that capacity for DURATION,
