@@ -17,7 +17,9 @@ missing input is skipped, never invented.
 
   /usr/bin/python3 bench/plot_figures.py --out docs/img \\
       [--memory FILE] [--compare DIR] [--soak DIR]
-Normally run through bench/figures.sh (one command: run, then plot).
+Normally run through bench/figures.sh (one command: run, then plot the
+charts and write the headline table of docs/performance.md from the same
+files, bench/headline_table.py).
 Needs Debian's python3-matplotlib (apt-get install python3-matplotlib).
 """
 import argparse
@@ -32,9 +34,9 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 
-# The brief's yardsticks (docs/performance.md): the information limit
-# log2(1/δ) bits per item at δ = 1%, and RedisBloom reserved for the exact
-# count (~11.6 bits/item at 1%, no aging).
+# The yardsticks of docs/performance.md ("Memory per user"): the
+# information limit log2(1/δ) bits per item at δ = 1%, and RedisBloom
+# reserved for the exact count (~11.6 bits/item at 1%, no aging).
 DELTA = 0.01
 INFO_LIMIT_BITS = math.log2(1 / DELTA)
 REDISBLOOM_BITS = 11.6
@@ -138,8 +140,8 @@ def plot_memory(path, out):
     ax_bits.set_xlabel("items per user")
     ax_bits.set_ylabel("bits per item, all-in")
     ax_bits.set_yscale("log")
-    ax_bits.set_title("Bits per item, all-in (small users pay a block per "
-                      "slice)")
+    ax_bits.set_title("Bits per item, all-in (small users pay the key, "
+                      "slot and tables)")
     ax_bits.grid(True, which="both", alpha=0.3)
     ctx = report.get("context", {})
     footer(fig, provenance(path), "memory_bench context date %s" %
