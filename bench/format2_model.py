@@ -54,7 +54,7 @@ Policy (run_sizing.h has the derivations):
     and does not wait. It meets 2,888 right after the compressed writes by
     spending the budget of the slices that come next (the 10,000-item
     grower: 14,242 -> 14,846 B in format2_memory_test).
-Prices (user_filter.cc): a run's Rice payload is the code-length model at
+Prices (user_filter_layout.cc): a run's Rice payload is the code-length model at
 the canonical k (n (k + 1) + n / (e^(2^k / mu) - 1), mu = (U - n) / n),
 packed back to back; tables = head + per slice 2 B + its exact event-time
 fields (+ the first slice's index) + per run count, packed, capacity (open),
@@ -215,7 +215,7 @@ class UserModel:
         return (u >= max(live_after, window * n_s) / self.budget
                 and fp_now + incoming / u <= self.budget)
 
-    # user_filter.cc
+    # user_filter_record.cc
     def record(self, m, t):
         index = t // SPAN
         self.slices = [s for s in self.slices if (s.index + 1) * SPAN > NOW - RETENTION]

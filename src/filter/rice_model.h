@@ -1,5 +1,5 @@
 // The expected length of a Rice-coded fingerprint run, the model the
-// UserFilter tables store their run fields against (user_filter.cc: k,
+// UserFilter tables store their run fields against (user_filter_layout.cc: k,
 // payload bits as differences to the model's, a few units instead of 2-3
 // varint bytes). In-memory only: snapshots and GetFilter carry the real
 // values (ToParts), so the model may change between releases.

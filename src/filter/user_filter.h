@@ -23,7 +23,7 @@
 //
 // Every run's codes are packed back to back in one bitstream (run r starts
 // at the sum of the earlier runs' payload bits) and read in place through a
-// FingerprintRunView. The tables (slices and runs, user_filter.cc) are a
+// FingerprintRunView. The tables (slices and runs, user_filter_layout.cc) are a
 // byte stream of fixed-length event-time fields and varints, most of them
 // differences to what the fields' neighbours predict: a slice costs ~9
 // bytes, a sealed run ~7, an open run ~5. The decoder's read of one word
@@ -268,9 +268,9 @@ class UserFilter {
       return std::ldexp(static_cast<double>(weight), -precision);
     }
     // The tables' differences to the model as Decode read them (zigzag k,
-    // weight and payload bits: user_filter.cc): Rebuild writes them back for
-    // a run it copies unchanged instead of evaluating the model again
-    // (an expm1 and a pow per run and write).
+    // weight and payload bits: user_filter_layout.cc): Rebuild writes them back
+    // for a run it copies unchanged instead of evaluating the model again (an
+    // expm1 and a pow per run and write).
     bool decoded = false;
     uint64_t z_k = 0, z_weight = 0, z_bits = 0;
   };
