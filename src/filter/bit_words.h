@@ -1,6 +1,6 @@
 // Bit-level helpers over little-endian 64-bit words, LSB first: the layout
 // of every Rice-coded run (fingerprint_run.h). Shared by the run's decoder
-// (fingerprint_run.cc) and the splice of new fingerprints into a run
+// (fingerprint_run_internal.h) and the splice of new fingerprints into a run
 // (run_splice.cc). Internal to src/filter.
 #ifndef EXPOSURE_FILTER_SRC_FILTER_BIT_WORDS_H_
 #define EXPOSURE_FILTER_SRC_FILTER_BIT_WORDS_H_

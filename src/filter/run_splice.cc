@@ -18,7 +18,7 @@ namespace {
 constexpr uint64_t kSkipCodes = 64;
 
 // Dense additions: a merge of the codes, decoded one by one in a tight loop
-// (the decoder's chain, fingerprint_run.cc RunDecoder), against the
+// (the decoder's chain, fingerprint_run_internal.h RunDecoder), against the
 // additions: each addition x gets the first code whose fingerprint is >= x.
 void LocateDense(const FingerprintRunView& run,
                  absl::Span<const uint32_t> sorted_fps, SplicePoint* out) {

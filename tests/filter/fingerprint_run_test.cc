@@ -456,7 +456,7 @@ TEST(FingerprintRunViewTest, RemoveContainedMatchesContainsForEveryCandidate) {
     const std::vector<uint64_t> items = RandomHashes(n, 70 + n);
     for (int b : {5, 17, 32}) {
       // 2^32 - 1: fingerprints near 2^32, where a bucket bound rounded up
-      // would overshoot (fingerprint_run.cc, RemoveContained).
+      // would overshoot (fingerprint_run_lookup.cc, RemoveContained).
       for (uint64_t u : {uint64_t{27}, uint64_t{1} << 17, UniverseFor(n, 0.3),
                          UniverseFor(n, 0.01) | 1, (uint64_t{1} << 32) - 1}) {
         if (u > (uint64_t{1} << b) || u < 2) continue;
