@@ -4,7 +4,7 @@ PREVIOUS release's server (format-1 snapshot user records and WAL), for the
 upgrade test tests/persist/format1_upgrade_test.cc (issue 15).
 
     # the previous release's server, from its own sources:
-    git -C /work/main archive 7116582 | tar -x -C OLD_SRC
+    git archive 7116582 | tar -x -C OLD_SRC   # in this repository
     cmake -S OLD_SRC -B OLD_SRC/build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DEF_BUILD_TESTS=OFF -DEF_BUILD_BENCH=OFF
     ninja -C OLD_SRC/build -j2 exposure-filter-server ef_python_proto
