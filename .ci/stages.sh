@@ -2,7 +2,7 @@
 # stage and records its wall time and result; when the script exits (after
 # the last stage, a failed stage or a signal) a table of every stage is
 # printed, so a slow or failing stage is visible at the end of the log
-# (issue 17: CI time). The first failing stage ends the run with its status.
+# (docs/ci.md has the budget). The first failing stage ends the run with its status.
 #   source .ci/stages.sh
 #   stage build bash scripts/test.sh
 ci_stage_names=()
