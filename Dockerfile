@@ -38,7 +38,7 @@ FROM ${RUNTIME_IMAGE}
 # Only the runtime libraries (their -dev packages stay in the builder):
 # gRPC C++ (pulls libgrpc29, re2, c-ares), protobuf, Abseil, xxHash, spdlog
 # (pulls fmt), OpenSSL, prometheus-cpp (pulls civetweb), librdkafka (the
-# optional Kafka consumer, issue 7).
+# optional Kafka consumer).
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libxxhash0 libspdlog1.10 \

@@ -114,7 +114,7 @@ BENCHMARK(BM_HashItemIds)->Arg(0)->Arg(1);
 
 // Per-candidate check of 5,000 candidates against one user of range(1) items
 // spread over range(0) live slices. range(2): 0 = portable kernel, 1 = AVX2.
-// Counter ns_per_candidate_per_slice is the figure the issue targets (<= 2).
+// Counter ns_per_candidate_per_slice is the figure to hold at <= 2 ns.
 void BM_RemoveExposedWarm(benchmark::State& state) {
   const int slices = static_cast<int>(state.range(0));
   const size_t items = static_cast<size_t>(state.range(1));
@@ -329,7 +329,7 @@ void BM_BytesPerUserZipf(benchmark::State& state) {
 }
 BENCHMARK(BM_BytesPerUserZipf)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-// One slice, 20 items at once: the tiny user the issue sizes at <= 100 B.
+// One slice, 20 items at once: the light user, whose target is <= 100 B.
 void BM_BytesTinyUser(benchmark::State& state) {
   const FilterPolicy policy = *FilterPolicy::Create({});
   const std::vector<uint64_t> rec = RandomHashes(20, 31);

@@ -406,7 +406,7 @@ def replay(calls, delta, reserve=False):
     return m, written
 
 
-# bench/memory_bench BM_Issue15Patterns (300 users; Zipf 2,000), accounted
+# bench/memory_bench BM_ArrivalPatterns (300 users; Zipf 2,000), accounted
 # B/user (written, idle), as measured at e6c21a8 (docs/performance.md,
 # "Memory per user").
 MEMORY_BENCH = {

@@ -157,7 +157,7 @@ void BM_FilterRecalledResponseSerialize(benchmark::State& state) {
 }
 BENCHMARK(BM_FilterRecalledResponseSerialize)->Arg(1)->Arg(0);
 
-// RecordExposure of 50 users x 20 items (the batched write).
+// RecordExposure of 50 users x 20 items (an exposure logger's batched write).
 void BM_RecordExposureHandler(benchmark::State& state) {
   Core& core = SharedCore();
   std::mt19937_64 rng(5);

@@ -229,10 +229,10 @@ def memory_rows(path):
     prov = provenance(path)
     cmd = "`bash bench/figures.sh memory`"
     rows = {}
-    p2 = bm.get("BM_Issue15Patterns/2")
+    p2 = bm.get("BM_ArrivalPatterns/2")
     if p2 is not None:
         idle = p2.get("accounted_B_per_user")
-        sessions = bm.get("BM_Issue15RealTime/0")
+        sessions = bm.get("BM_ArrivalPatternsRealTime/0")
         extra = ""
         if sessions is not None:
             extra = ("; the same in real time (3–4 sessions a day, sweeper "
@@ -251,7 +251,7 @@ def memory_rows(path):
             % (num(REDISBLOOM_BYTES[2000]),
                times(ratio(idle, REDISBLOOM_BYTES[2000])), INFO_LIMIT_BITS),
             prov, cmd)
-    p4 = bm.get("BM_Issue15Patterns/4")
+    p4 = bm.get("BM_ArrivalPatterns/4")
     if p4 is not None:
         b = p4.get("accounted_B_per_user")
         rows[ROWS[6]] = (

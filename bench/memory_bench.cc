@@ -141,7 +141,7 @@ void BM_StoreBytesPerUser(benchmark::State& state) {
 // over 20 to 20,000 items, so bench/plot_figures.py can draw bytes per user
 // against items per pattern (docs/img/memory_per_user.png).
 BENCHMARK(BM_StoreBytesPerUser)
-    ->Args({20, 20, 1})  // the tiny user of the issue: one slice
+    ->Args({20, 20, 1})  // the light 20-item user: one slice
     ->Args({20, 1, 1})
     ->Args({20, 1000000, 7})  // one batch per slice
     ->Args({200, 1000000, 7})
@@ -266,7 +266,7 @@ void MeasureStored(benchmark::State& state, const Population& p,
   state.counters["false_negatives"] = false_negatives;
 }
 
-void BM_Issue15Patterns(benchmark::State& state) {
+void BM_ArrivalPatterns(benchmark::State& state) {
   const int pattern = static_cast<int>(state.range(0));
   static const char* kNames[] = {"2000 in one call",
                                  "2000 20/call today",
@@ -332,12 +332,12 @@ void BM_Issue15Patterns(benchmark::State& state) {
     state.SetLabel(kNames[pattern]);
   }
 }
-BENCHMARK(BM_Issue15Patterns)
+BENCHMARK(BM_ArrivalPatterns)
     ->DenseRange(0, 6)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
-// The spread patterns of BM_Issue15Patterns (rows 2 and 3: 2,000 items over
+// The spread patterns of BM_ArrivalPatterns (rows 2 and 3: 2,000 items over
 // 29 days, range(0) = 0: 20 per call, 1: 1 per call; 300 users) with the
 // store's clock following the event times: each user's calls fall in 3-4
 // sessions a day at random hours, 30 s apart within a session
@@ -352,7 +352,7 @@ BENCHMARK(BM_Issue15Patterns)
 // each user's largest GetUserStats.bytes after any of its writes (a sweep
 // only shrinks a user), mean and worst over the users; written_B_per_user
 // right after the last write; accounted after 2 more hours of sweeps.
-void BM_Issue15RealTime(benchmark::State& state) {
+void BM_ArrivalPatternsRealTime(benchmark::State& state) {
   const size_t per_call = state.range(0) == 0 ? 20 : 1;
   constexpr int kUsers = 300;
   constexpr int64_t kSweepMs = 60'000;
@@ -430,7 +430,7 @@ void BM_Issue15RealTime(benchmark::State& state) {
                                   : "2000 1/call 29 days, sessions");
   }
 }
-BENCHMARK(BM_Issue15RealTime)
+BENCHMARK(BM_ArrivalPatternsRealTime)
     ->DenseRange(0, 1)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);

@@ -87,7 +87,7 @@ def plot_memory(path, out):
         if name.startswith("BM_StoreBytesPerUser/"):
             items, batch, slices = (int(x) for x in name.split("/")[1:4])
             runs[(items, batch, slices)] = b
-        elif name.startswith("BM_Issue15Patterns/6"):
+        elif name.startswith("BM_ArrivalPatterns/6"):
             zipf = b
     if not runs:
         sys.exit("plot_figures: no BM_StoreBytesPerUser runs in " + path)

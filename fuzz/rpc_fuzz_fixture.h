@@ -9,7 +9,7 @@
 // Checks (a failed one traps, so libFuzzer reports it as a crash):
 //   - bytes that are not a valid request are refused exactly when protobuf
 //     refuses them, with INVALID_ARGUMENT naming the request type (what a
-//     client of the real server gets, issue 17);
+//     client of the real server gets);
 //   - the status is OK, INVALID_ARGUMENT whose message starts with a field
 //     path ("exposures[3].item_keys[0]: ..."), or RESOURCE_EXHAUSTED;
 //   - a rejected request changed nothing (users and bytes as before);
@@ -226,7 +226,7 @@ inline void CheckStatus(const absl::Status& s) {
               "INVALID_ARGUMENT names the field first");
       return;
     case absl::StatusCode::kFailedPrecondition:
-      // GetFilter's accepted_formats without this server's format (issue 15).
+      // GetFilter's accepted_formats without this server's format.
       Require(StartsWithFieldPath(s.message()),
               "FAILED_PRECONDITION names the field first");
       return;

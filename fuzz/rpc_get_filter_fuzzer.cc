@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!run.status.ok()) {
     // FAILED_PRECONDITION only for a client that accepts formats, none of
-    // them this server's (issue 15).
+    // them this server's.
     const auto& accepted = run.req.accepted_formats();
     const bool refuses_our_format =
         !accepted.empty() && std::find(accepted.begin(), accepted.end(),

@@ -15,9 +15,9 @@ PACKAGES=(
   libhiredis-dev
   python3 python3-grpcio python3-protobuf python3-xxhash
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer + ASan/UBSan runtimes
-  # Issue 10: TLS (OpenSSL checks the PEM files; openssl makes test certs).
+  # TLS (OpenSSL checks the PEM files; openssl makes test certs).
   libssl-dev openssl
-  # Issue 7: Kafka consumer + its mock cluster (tests), kcat (docs, tests).
+  # Kafka consumer + its mock cluster (tests), kcat (docs, tests).
   librdkafka-dev kcat
 )
 

@@ -49,8 +49,8 @@ struct ClientOptions {
   // max_reconnect_backoff (gRPC's defaults are 1 s and 120 s). While it
   // waits, calls to that replica fail at once; with replication a restarted
   // replica is useless to the client until the channel tries again, and a
-  // rolling restart takes its neighbour down seconds later (issue 16: with
-  // the defaults the drill saw both owners of a user unreachable, one of
+  // rolling restart takes its neighbour down seconds later (with gRPC's
+  // defaults the failover drill saw both owners of a user unreachable, one of
   // them SERVING again for 2 s). A refused connect costs one SYN/RST per
   // second per channel.
   absl::Duration initial_reconnect_backoff = absl::Milliseconds(100);

@@ -9,11 +9,11 @@
 //   address=ef-1.ef:50051   (one line)
 //
 // (self is the answering replica's ordinal; address only when the server knows
-// it, --replica_address_template). With replication (issue 16) the pair
+// it, --replica_address_template). With replication the pair
 // "replication_factor=R" follows self: ordinal is then the user's owner 0
 // and owners i < R are (partition + i) mod replicas
-// (exposure_filter/partitioning.h). Absent means R = 1, so servers before
-// issue 16 and decoders before it (which skip unknown keys) interoperate.
+// (exposure_filter/partitioning.h). Absent means R = 1, so servers and
+// decoders older than replication (which skip unknown keys) interoperate.
 // Routing clients compare partitions/replicas with their own configuration: a
 // mismatch means the client, or the cluster, is misconfigured. The C++ client
 // (exposure_filter_client.h) copies the metadata into the returned absl::Status

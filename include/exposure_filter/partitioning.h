@@ -7,7 +7,7 @@
 //       "murmur2_random" partitioner) does for a keyed record, so any
 //       producer keyed by the user id agrees with us;
 //   owner_i(partition) = (partition + i) mod N,  i = 0 .. R-1
-//     — with replication factor R (issue 16) each partition has R distinct
+//     — with replication factor R each partition has R distinct
 //       owners among the N replicas (StatefulSet ordinals): owner 0 is the
 //       preferred one (clients read there first), owners 1..R-1 are its
 //       copies on the next ordinals, wrapping. R = 1 is the unreplicated

@@ -27,7 +27,7 @@
 // cluster disagree (different P or N, or addresses not in ordinal order):
 // the error says which, since no retry can fix it.
 //
-// Replication (issue 16): with replication_factor R each user has R owners,
+// Replication: with replication_factor R each user has R owners,
 // owner i = (partition + i) mod N (partitioning.h). Every call goes to owner
 // 0 first (stable per user, so its caches stay warm) and fails over to
 // owner 1, 2, ... INSIDE the same deadline (ClientOptions::deadline) when a
@@ -44,7 +44,7 @@
 // server's R and goes on with the owners it has not tried. stats() counts
 // failovers, hedges, such placement updates and failed tries per replica.
 //
-// Read-your-writes (issue 16, M3; ReadYourWritesOptions): a replicated
+// Read-your-writes (ReadYourWritesOptions): a replicated
 // server answers a write with the Kafka offsets it got (written_offsets);
 // the client remembers, per user, the offset of the user's partition and
 // sends it with that user's later reads (min_offsets, unless the request

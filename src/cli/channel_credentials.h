@@ -1,4 +1,4 @@
-// Transport security of the CLI's channel (issue 21): plaintext by default;
+// Transport security of the CLI's channel: plaintext by default;
 // TLS with --tls_ca (the CA bundle the server certificate must chain to);
 // mutual TLS with --tls_cert and --tls_key as well. --tls_server_name is
 // the name the server certificate is checked against when the address does

@@ -35,7 +35,7 @@ std::vector<OptionSpec> CommonOptions() {
       {"json", "", "print the answer as JSON (proto3 JSON mapping)"},
       {"help", "", "show this help and exit"},
   };
-  // Issue 21: TLS and mutual TLS (channel_credentials.h).
+  // TLS and mutual TLS (channel_credentials.h).
   for (OptionSpec& tls : TlsOptions()) options.push_back(std::move(tls));
   return options;
 }
@@ -100,7 +100,7 @@ std::vector<std::string> CliArgs::GetAll(absl::string_view name) const {
 }
 
 std::string CliArgs::address() const {
-  // Scale-out (issue 7): --route picks the --user's owner (the routing
+  // Scale-out: --route picks the --user's owner (the routing
   // algorithm of docs/scale-out.md); CheckRoute() validated the options.
   if (Has("route") && Has("user")) {
     const std::vector<std::string> replicas =

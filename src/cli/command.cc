@@ -68,7 +68,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const CliArgs& args) {
   // Filters and batches can be large; the server bounds what it accepts.
   channel_args.SetMaxReceiveMessageSize(-1);
   channel_args.SetMaxSendMessageSize(-1);
-  // Issue 21: TLS / mutual TLS. CheckCommonOptions read the files already;
+  // TLS / mutual TLS. CheckCommonOptions read the files already;
   // failing now means one changed since, and never means plaintext instead.
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       ChannelCredentialsFor(args);
@@ -153,7 +153,7 @@ bool RequireUser(const CliArgs& args, absl::string_view command,
 std::vector<OptionSpec> UserSurfaceOptions() {
   return {{"user", "ID", "user id (required)"},
           {"surface", "NAME", "surface, e.g. homefeed (default \"\")"},
-          // Scale-out (issue 7).
+          // Scale-out: a partitioned cluster's replicas.
           {"route", "ADDR0,ADDR1,...",
            "partitioned cluster: every replica's address in ordinal order; "
            "the call goes to --user's owner (instead of --address)"},

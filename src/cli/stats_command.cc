@@ -48,13 +48,13 @@ void PrintServerStats(const exposure::v1::GetServerStatsResponse& r) {
       static_cast<unsigned long long>(r.items_expired()),
       static_cast<unsigned long long>(r.candidates_checked()),
       static_cast<unsigned long long>(r.candidates_removed()));
-  // Scale-out (issue 7): which partitions this replica owns.
+  // Scale-out: which partitions this replica owns.
   if (r.partitions() > 0) {
     std::string owned;
     for (uint32_t p : r.owned_partitions()) {
       absl::StrAppend(&owned, owned.empty() ? "" : ",", p);
     }
-    // Issue 16: the replication factor only when there are copies, so an
+    // The replication factor only when there are copies, so an
     // unreplicated cluster prints what it always did.
     const std::string copies =
         r.replication_factor() > 1

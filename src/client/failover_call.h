@@ -160,7 +160,7 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
     // A try that ran to the call's own deadline and ended DEADLINE_EXCEEDED
     // with less than kDeadlineSkew left ends the call's time too: gRPC
     // times the deadline on its own clock, converted from absl::Now()'s
-    // with a skew of microseconds, and was seen (CI, stop 26) to fire
+    // with a skew of microseconds, and was seen in CI to fire
     // before absl::Now() reached `deadline`; the next owner then got a
     // call already out of time. A DEADLINE_EXCEEDED with more time left
     // came from elsewhere (a proxy's timeout) and fails over as before.

@@ -1,5 +1,5 @@
 // ReadYourWritesTokens: a routing client's memory of the Kafka offsets its
-// own writes got (issue 16, M3; docs/scale-out.md "Consistency"). A
+// own writes got (docs/scale-out.md "Consistency"). A
 // replicated server answers RecordExposure/DeleteUser with written_offsets
 // (partition -> offset of the call's last message there); a later read of
 // the same user carries its partition's offset as min_offsets, and a copy

@@ -1,7 +1,7 @@
 // ReplicaOwnership: which users and Kafka partitions this replica serves.
 //
 // The service scales out on Kafka partitions: P partitions, N replicas,
-// replication factor R (issue 16). Partition p is owned by the R replicas
+// replication factor R. Partition p is owned by the R replicas
 // (p + i) mod N, i = 0..R-1; a replica (its StatefulSet ordinal) consumes and
 // serves every partition it is one of the owners of, and the users whose
 // partition is one of those (the arithmetic is in
@@ -27,7 +27,7 @@ struct ClusterOptions {
   // Replicas sharing the partitions (N) and this one's 0-based ordinal.
   int32_t replicas = 1;
   int32_t replica_ordinal = 0;
-  // Owners of every partition (R, issue 16); 1 = no copies.
+  // Owners of every partition (R); 1 = no copies.
   int32_t replication_factor = 1;
 
   // InvalidArgument naming the flag when the combination is impossible

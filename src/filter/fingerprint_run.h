@@ -1,5 +1,5 @@
 // FingerprintRun: a Golomb-Rice coded set of sorted fingerprints (a "GCS"),
-// the candidate building block of filter format 2 (issue 15).
+// the building block of filter format 2 (docs/format2-design.md).
 //
 // Fingerprints. An item hash h (XXH3-64, item_hash.h) has the fingerprint
 //   fp(h) = (prefix_b(h) * U) >> b,   prefix_b(h) = h >> (64 - b),

@@ -122,7 +122,7 @@ class RunSizing {
   // at 2^20 for the 20/call spread user's ~340 items (13.1 bits/item, 10.8
   // once sealed); in real time, where the sweeper seals the older slices
   // between sessions, this took the population's peak from 2,908 to 2,868
-  // B (memory_bench, BM_Issue15RealTime; docs/format2-design.md).
+  // B (memory_bench, BM_ArrivalPatternsRealTime; docs/format2-design.md).
   static constexpr double kNewestShareOfLeft = 0.9;
   static constexpr double kIdleShareOfLeft = 0.9;
   // A quiet seal bound by the share-of-left cap that would take less than
@@ -155,8 +155,9 @@ class RunSizing {
   // Guaranteed items R * 2^32: 32,768 for 1.53e-5 <= delta <= 0.78%,
   // delta * 2^22 above (41,943 at 1%, where R is the 1/1024 it was: the
   // same bytes), delta * 2^31 below (2,147 at 1e-6, the least delta the
-  // policy allows). Covering issue 15's 50,000-item user at 1% would take
-  // R = 1.2e-5 > budget / 1024: +0.2 to +1 B/user in memory_bench.
+  // policy allows). Covering the Zipf pattern's 50,000-item user at 1%
+  // would take R = 1.2e-5 > budget / 1024: +0.2 to +1 B/user in
+  // memory_bench.
   static constexpr double kReserveShareFloor = 1.0 / 1024;
   static constexpr double kReservedItems = 32768;
   // Below delta ~ 1.53e-5 the reserve is half the budget: the runs still
@@ -236,7 +237,8 @@ class RunSizing {
   // holds the slice's predicted count n_pred (RateExpectedItems). Returns
   // precision 0 if no b' < `precision` does. `fp_others`: F of every other
   // run. While it fills, the newest slice is the one prefix run of a
-  // steady user (docs/format2-design.md, "Where it loses" 6): at 2^19 its
+  // steady user (docs/format2-design.md, "Sizing policy", the newest
+  // slice's run is re-truncated; "Known limits", a steady user): at 2^19 its
   // ~340 items cost ~12.1 bits each where the sealed slices cost ~10.7;
   // at 2^18, ~11.1, for F the budget then still has.
   static OpenRunShape LoweredNewestRun(double budget, double fp_others,

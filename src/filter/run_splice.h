@@ -1,7 +1,7 @@
 // RunSplice: adds fingerprints to a Rice-coded run (fingerprint_run.h) by
 // splicing their codes into the existing bitstreams instead of decoding the
-// run and encoding the union (issue 15: a format-2 write re-encoded its whole
-// open run, O(n) decode + encode steps per user per call).
+// run and encoding the union (which re-encoded the whole open run: O(n)
+// decode + encode steps per user per call).
 //
 // A run is two streams: n fixed-width k-bit remainders, then n unary parts.
 // Inserting f between f_{i-1} and f_i (f_{-1} + 1 = 0) replaces the gap

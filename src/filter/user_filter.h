@@ -1,5 +1,5 @@
 // UserFilter: one user's exposure history on one surface, filter format 2
-// (issue 15, docs/format2-design.md).
+// (docs/format2-design.md).
 //
 // Events are cut into time slices on the policy's grid (filter_policy.h:
 // remembered >= retention, <= retention + one span). Each slice holds one or
@@ -106,7 +106,7 @@ class UserFilter {
   // n - n_t costs about n H(n_t / n) bits more than one run (which items
   // are in which run), <= 0.33 bit/item at n_t = n / 17, against ~10
   // bits/item: paid only by users whose open slice holds thousands of
-  // items, never by issue 15's patterns (docs/performance.md).
+  // items, never by memory_bench's arrival patterns (docs/performance.md).
   static constexpr uint32_t kTailFromItems = 4096;
   static constexpr uint32_t kTailMinItems = 64;
   static constexpr uint32_t kTailFraction = 16;
@@ -152,7 +152,8 @@ class UserFilter {
   // (the store's wall clock, the slices' grid) is past its span: until then
   // its writes may go on after the idle hour (a person's next session), and
   // a run sealed at the count of its first sessions cannot take them
-  // (docs/format2-design.md, "Where it loses", 6). F stays within the
+  // (docs/format2-design.md, "Sizing policy", the idle seal; "Measured and
+  // rejected", the idle seal never takes the newest slice). F stays within the
   // budget; later writes follow the late-item rules. Returns whether the
   // filter changed. Does not touch the LRU clock.
   bool SealIdle(const FilterPolicy& policy, int64_t now_ms,

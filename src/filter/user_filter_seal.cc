@@ -54,8 +54,9 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
   // The proportional share counts the L + 1 slices the window holds while
   // a slice fills (L spans plus the partial newest): a steady user's 29
   // days cover 7 slice indices, and at L the older slices' seals left the
-  // last ones half of a thin rest (docs/format2-design.md, "Where it
-  // loses" 6). Its spare F goes to the newest slice (LowerNewestRun).
+  // last ones half of a thin rest (docs/format2-design.md, "Sizing
+  // policy", quiet slices; "Measured and rejected", seals at L + 1
+  // slices). Its spare F goes to the newest slice (LowerNewestRun).
   const int window = std::max(1, policy.max_live_slices());
   // An idle user's newest slice is sealed too once its span has ended: its
   // open run's share (half of what was left) and spare precision are then

@@ -1,5 +1,5 @@
 // ExposureLogProducer: writes the replicated RPCs' changes to the exposure
-// topic (issue 16, M2). With --replication_factor >= 2 a RecordExposure or
+// topic. With --replication_factor >= 2 a RecordExposure or
 // DeleteUser RPC is not applied by the replica that receives it; it becomes
 // messages of the topic (kafka_message_encoder.h), which every owner of the
 // user consumes and applies (kafka_ingest.h), so the copies stay equal and
@@ -65,8 +65,7 @@ struct LogDeliveryFailure {
 };
 
 // Kafka partition -> offset of the last message of a call that Kafka
-// acknowledged there (issue 16, M3: the read-your-writes token a write RPC
-// answers with).
+// acknowledged there: the read-your-writes token a write RPC answers with.
 using WrittenOffsets = absl::btree_map<int32_t, int64_t>;
 
 // Latency of a call, first enqueue to last delivery report, in ms buckets.

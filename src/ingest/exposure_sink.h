@@ -25,16 +25,17 @@ class ExposureSink {
   // durable as an acknowledged RecordExposure).
   virtual absl::Status Record(
       const exposure::v1::RecordExposureRequest& batch) = 0;
-  // Applies a delete_user record of the log (issue 16): as DeleteUser, on
+  // Applies a delete_user record of the log (replication): as DeleteUser, on
   // this copy. InvalidArgument (naming the field) when the record can never
   // be applied (it is skipped as a bad message); any other error means the
   // store or its log refused it for now (it is retried, the partition
   // waits). OK only once it is durable.
   virtual absl::Status DeleteUser(
       const exposure::v1::DeleteUserRequest& request) = 0;
-  // Applies a trace_add (`traced`) or trace_remove record of the log (issue
-  // 16): as AddTracedUsers / RemoveTracedUsers of `user.user_id()` on this
-  // copy, a trace_add with `user.traced_since_ms()` as its traced_since.
+  // Applies a trace_add (`traced`) or trace_remove record of the log
+  // (replication): as AddTracedUsers / RemoveTracedUsers of
+  // `user.user_id()` on this copy, a trace_add with
+  // `user.traced_since_ms()` as its traced_since.
   // ResourceExhausted when this copy traces --trace_max_users already (the
   // record is skipped and counted: a copy never stalls for a debugging
   // aid); InvalidArgument and the other errors as for DeleteUser.

@@ -1,4 +1,4 @@
-// KafkaIngest: the optional Kafka consumer (issue 7). Messages keyed by user
+// KafkaIngest: the optional Kafka consumer. Messages keyed by user
 // id carry exposures (kafka_message_decoder.h); they are recorded in batches
 // through the same path as RecordExposure (ExposureSink) and their offsets
 // become durable together with the data.
@@ -71,7 +71,7 @@ struct KafkaIngestStats {
   uint64_t exposures = 0;
   uint64_t items = 0;          // item ids and keys handed to the store
   uint64_t batches = 0;        // recorded and durable
-  uint64_t deletes = 0;        // delete_user records applied (issue 16)
+  uint64_t deletes = 0;        // delete_user records applied (replication)
   uint64_t trace_changes = 0;  // trace_add / trace_remove records applied
   std::array<uint64_t, kNumBadMessageReasons> bad_messages{};
   uint64_t record_errors = 0;        // the store or the log refused a batch
@@ -81,7 +81,7 @@ struct KafkaIngestStats {
 };
 
 // The consumer group offsets are committed to: --kafka_group, or with
-// replication factor R >= 2 (issue 16) "<group>-<replica ordinal>", since
+// replication factor R >= 2 "<group>-<replica ordinal>", since
 // the R copies of a partition progress independently.
 std::string ConsumerGroupOf(const KafkaIngestOptions& options,
                             const ReplicaOwnership* ownership);
@@ -102,7 +102,7 @@ class KafkaIngest {
   KafkaIngestStats stats() const;
   const std::vector<int32_t>& partitions() const { return partitions_; }
 
-  // How far behind the log this copy is (issue 16, M3; partition_lag.h):
+  // How far behind the log this copy is (partition_lag.h):
   // applied offsets per partition, replay and lag. Valid after Start.
   const PartitionLagTracker& lag() const { return *lag_; }
   // Feeds lag() the high watermarks librdkafka holds from its last fetch

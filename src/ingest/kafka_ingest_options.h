@@ -1,4 +1,4 @@
-// KafkaIngestOptions: the Kafka consumer's configuration (issue 7), filled
+// KafkaIngestOptions: the Kafka consumer's configuration, filled
 // from the --kafka_* flags (docs/kafka.md).
 #ifndef EXPOSURE_FILTER_SRC_INGEST_KAFKA_INGEST_OPTIONS_H_
 #define EXPOSURE_FILTER_SRC_INGEST_KAFKA_INGEST_OPTIONS_H_
@@ -45,7 +45,7 @@ struct KafkaIngestOptions {
   // "earliest" replays the topic's retention (nothing recorded is missed),
   // "latest" only new messages.
   std::string start_offset = "earliest";
-  // Replicated writes (issue 16, M2; exposure_log_producer.h): how long a
+  // Replicated writes (exposure_log_producer.h): how long a
   // RecordExposure/DeleteUser RPC's messages may wait for Kafka's
   // acknowledgement (message.timeout.ms, retries included) before the call
   // answers UNAVAILABLE naming them. Keep it below the callers' deadlines,

@@ -53,7 +53,7 @@ class KafkaMessageDecoder {
       absl::string_view key, absl::string_view value,
       exposure::v1::RecordExposureRequest* out, std::string* why) const;
 
-  // A record marked `ef-op: delete_user` (kafka_message_encoder.h; issue 16):
+  // A record marked `ef-op: delete_user` (kafka_message_encoder.h):
   // `value` is a binary DeleteUserRequest whose user_id must equal the key
   // and be owned here. Same contract as Decode.
   std::optional<BadMessageReason> DecodeDeleteUser(

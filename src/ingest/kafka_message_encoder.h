@@ -1,5 +1,5 @@
 // KafkaMessageEncoder: the inverse of KafkaMessageDecoder, for the replicated
-// write path (issue 16, M2). A RecordExposure or DeleteUser RPC to a replica
+// write path. A RecordExposure or DeleteUser RPC to a replica
 // with --replication_factor >= 2 is turned into messages of the exposure
 // topic, in the topic's own --kafka_format, keyed by user id, so that every
 // owner of the user applies them from the log exactly as it applies a

@@ -1,5 +1,5 @@
 // PartitionLagTracker: how far behind the Kafka log this copy's filters are
-// (issue 16, M3: lag-gated reads). Pure bookkeeping, no Kafka types, so the
+// (for lag-gated reads). Pure bookkeeping, no Kafka types, so the
 // definition below is tested with made-up times.
 //
 // Definitions, per owned partition p (offsets are Kafka's):

@@ -1,4 +1,4 @@
-// Consumed Kafka offsets (issue 7), durable together with the exposures
+// Consumed Kafka offsets, durable together with the exposures
 // they carried. Body of the optional write-ahead log record type 68 and the
 // value of the snapshot metadata entry "kafka_offsets" (little-endian):
 //

@@ -1,6 +1,6 @@
 // DiskErrorCounts: failed disk operations of the durability layer, by what
-// was being done and why it failed, for metrics and alerts (issue 8: the
-// data directory fills up, turns read-only, or fsync fails).
+// was being done and why it failed, for metrics and alerts (when the data
+// directory fills up, turns read-only, or fsync fails).
 //
 // The kinds are the few an operator acts on differently: free space
 // (ENOSPC, EDQUOT), remount or fix permissions (EROFS, EACCES, EPERM),

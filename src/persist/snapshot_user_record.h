@@ -2,7 +2,7 @@
 // FilterParts the filter takes apart into (src/filter/filter_parts.h).
 //
 // Version 2 (record type kSnapshotUserParts = 18), written since filter
-// format 2 (issue 15); little-endian, fields in this order:
+// format 2; little-endian, fields in this order:
 //   u16 surface id | string32 user id | u8 S, live slices (1..64)
 //   S x slice: i64 index | i64 min_event_ms | i64 max_event_ms
 //              | u8 G, legacy Bloom segments (0..8)
@@ -16,7 +16,8 @@
 // Version 1 (record type kSnapshotUser = 17), what the previous release
 // wrote: the same without R and runs, and G in 1..8 (so a version-2 body
 // of Bloom slices is a version-1 body with a 0 after each slice's
-// segments; branch f2core's interim type-18 record has this same layout).
+// segments; format 2's interim development builds wrote this same layout
+// as type 18).
 // It is still read (a data directory written by the previous release loads with
 // every user kept: its slices become SlicePart::bloom_segments) but never
 // written.

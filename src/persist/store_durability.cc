@@ -25,7 +25,7 @@ constexpr auto kSnapshotPollPeriod = std::chrono::milliseconds(200);
 // How often a failed log tries to recover (a recovery rotation and a
 // snapshot): space freed or a remount shows up within this.
 constexpr absl::Duration kHealRetryPeriod = absl::Seconds(1);
-// At most one snapshot-failure line per this (issue 8: retried every
+// At most one snapshot-failure line per this (a snapshot is retried every
 // second while the disk is full).
 constexpr absl::Duration kFailureLogPeriod = absl::Seconds(30);
 

@@ -58,7 +58,7 @@ struct DurabilityOptions {
   uint64_t snapshot_wal_bytes = uint64_t{256} << 20;
   // Refuse to start on any corruption instead of starting with what loaded.
   bool strict_recovery = false;
-  // Disk faults (issue 8): tests inject failing system calls here; null is
+  // Disk faults: tests inject failing system calls here; null is
   // the real ones. Must outlive the StoreDurability.
   DiskIo* disk_io = nullptr;
   // When the `interval` policy syncs: tests fire it by hand; null is a
@@ -79,7 +79,7 @@ struct RecoveryReport {
   std::string corruption;  // the error line, if any
   absl::Duration duration;
   SnapshotMetadata metadata;  // of the loaded snapshot
-  // Traced users (issue 6), when a TraceLog is attached.
+  // Traced users, when a TraceLog is attached.
   uint64_t trace_users = 0;    // traced after recovery
   uint64_t trace_entries = 0;  // restored from the snapshot
   uint64_t trace_records = 0;  // trace log records replayed
@@ -87,7 +87,7 @@ struct RecoveryReport {
   // exposure of a traced user logged without its trace record), so every
   // traced user now counts as traced since the restart.
   bool trace_reset = false;
-  // Kafka ingest (issue 7): consumed offsets of the snapshot plus the log
+  // Kafka ingest: consumed offsets of the snapshot plus the log
   // records after it (empty topic: none were ever logged).
   ConsumerOffsets consumer_offsets;
 };
@@ -105,7 +105,7 @@ struct DurabilityStats {
   // the first): exported as a Unix timestamp so `time() - x` is its age on
   // the Prometheus server's clock, as for any *_timestamp_seconds series.
   absl::Time last_snapshot_finished = absl::InfinitePast();
-  // Disk faults (issue 8): false while the log is failed and writes are
+  // Disk faults: false while the log is failed and writes are
   // refused; wal_error says why.
   bool wal_writable = true;
   std::string wal_error;
@@ -150,7 +150,7 @@ class StoreDurability final : public StoreJournal, public TraceJournal {
   DurabilityStats stats() const;
   const DiskErrorCounts& disk_errors() const { return disk_errors_; }
 
-  // Kafka ingest (issue 7). Appends the offsets a batch advanced, after the
+  // Kafka ingest. Appends the offsets a batch advanced, after the
   // batch's own records; Commit() then makes both durable at once. It runs
   // under the lock a snapshot holds across its log rotation, so the offsets
   // a snapshot stores are exactly those logged in the segments it covers,

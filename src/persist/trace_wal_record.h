@@ -1,4 +1,4 @@
-// Write-ahead log records of traced users (issue 6), bodies of RecordFrames
+// Write-ahead log records of traced users, bodies of RecordFrames
 // like wal_record.h (all integers little-endian):
 //
 //   type 64 TraceAdd:    i64 traced_since_ms, u32 n, n x (u32 bytes, user)

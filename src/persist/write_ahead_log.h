@@ -21,7 +21,7 @@
 // current one durably and opens the next, so a snapshot can cover exactly
 // the closed segments.
 //
-// Disk faults (issue 8; docs/reliability.md "Disk faults"). After a failed
+// Disk faults (docs/reliability.md "Disk faults"). After a failed
 // write(2) or fdatasync the log is *failed*: every Commit returns the error
 // (the server answers UNAVAILABLE) rather than acknowledging writes that may
 // not be on disk, and Appends are dropped. The segment is poisoned: it may

@@ -1,5 +1,5 @@
-// AdmissionGate: the server's own overload limit (issue 8,
-// docs/reliability.md "Overload"). Every data-plane exposure.v1 RPC asks for
+// AdmissionGate: the server's own overload limit
+// (docs/reliability.md "Overload"). Every data-plane exposure.v1 RPC asks for
 // admission before its handler runs and holds it until its response has been
 // sent (the reactor's OnDone). Above --max_inflight_rpcs RPCs, or
 // --max_inflight_request_bytes of request messages, across the whole server,

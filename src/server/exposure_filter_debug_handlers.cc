@@ -1,4 +1,4 @@
-// The debugging RPCs of ExposureFilterHandlers (issue 6): Explain and the
+// The debugging RPCs of ExposureFilterHandlers: Explain and the
 // traced-user admin calls. The data-path RPCs are in
 // exposure_filter_handlers.cc.
 #include <algorithm>

@@ -198,7 +198,7 @@ absl::Status ExposureFilterHandlers::Record(
   const int64_t now = store_->clock().NowMs();
   if (absl::Status s = CheckRecordable(req, now); !s.ok()) return s;
   if (ownership_ != nullptr) {
-    // Replicated (issue 16): only a write taken from the Kafka log reaches
+    // Replicated: only a write taken from the Kafka log reaches
     // every copy; an RPC would write this copy alone (the gRPC edge sends
     // it through the log instead: RecordExposureThroughLog).
     if (origin == WriteOrigin::kRpc) {

@@ -36,13 +36,13 @@ class ExposureFilterHandlers {
   absl::Status RecordExposure(const exposure::v1::RecordExposureRequest& req,
                               exposure::v1::RecordExposureResponse* resp);
   // A batch taken from the Kafka exposure log (kafka_exposure_sink.h): as
-  // RecordExposure, except that a replicated deployment (R >= 2, issue 16)
+  // RecordExposure, except that a replicated deployment (R >= 2)
   // accepts it, because every copy applies the same log, whereas an RPC
   // would reach this copy only (UserOwnershipGate::CheckDirectWrite).
   absl::Status RecordLoggedExposure(
       const exposure::v1::RecordExposureRequest& batch,
       exposure::v1::RecordExposureResponse* resp);
-  // Replicated writes (issue 16, M2). With R >= 2 a write RPC is not
+  // Replicated writes. With R >= 2 a write RPC is not
   // applied here: it is produced to the exposure topic, and every owner of
   // the user applies it from there (this replica included), so the copies
   // stay equal. The handler validates and checks ownership as the direct
@@ -92,7 +92,7 @@ class ExposureFilterHandlers {
                           exposure::v1::DeleteUserResponse* resp);
   absl::Status GetServerStats(const exposure::v1::GetServerStatsRequest& req,
                               exposure::v1::GetServerStatsResponse* resp);
-  // Debugging (issue 6).
+  // Debugging.
   absl::Status Explain(const exposure::v1::ExplainRequest& req,
                        exposure::v1::ExplainResponse* resp);
   absl::Status AddTracedUsers(const exposure::v1::AddTracedUsersRequest& req,
@@ -117,7 +117,7 @@ class ExposureFilterHandlers {
   // event time (0 = "now" carries none), in ms; negative lags (events a
   // little ahead of our clock) count as 0.
   const StripedHistogram& exposure_lag_ms() const { return exposure_lag_ms_; }
-  // Durability (issue 4). While unavailable (recovery in progress) every
+  // Durability. While unavailable (recovery in progress) every
   // RPC answers UNAVAILABLE. With a durability attached, writes answer only
   // once the write-ahead log holds them. Both are set before serving.
   void SetAvailable(bool available) {
@@ -126,7 +126,7 @@ class ExposureFilterHandlers {
   void AttachDurability(StoreDurability* durability) {
     durability_ = durability;
   }
-  // Scale-out (issue 7): with a partitioned gate, RPCs naming a user this
+  // Scale-out: with a partitioned gate, RPCs naming a user this
   // replica does not own answer FAILED_PRECONDITION (user_ownership_gate.h).
   // Set before serving; the gate must outlive the handlers.
   void AttachOwnership(const UserOwnershipGate* gate) { ownership_ = gate; }
@@ -136,7 +136,7 @@ class ExposureFilterHandlers {
   // handlers' last write (close it to fail later ones).
   void AttachExposureLog(ExposureLogProducer* producer,
                          KafkaMessageEncoder encoder);
-  // Lag-gated reads and read-your-writes (issue 16, M3; serving_readiness.h):
+  // Lag-gated reads and read-your-writes (serving_readiness.h):
   // with a readiness attached (R >= 2), FilterRecalled, GetFilter,
   // GetUserStats and Explain answer UNAVAILABLE while this copy is not
   // ready, and honour min_offsets. Without one (not replicated) a read with
@@ -215,7 +215,7 @@ class ExposureFilterHandlers {
   }
   // UNAVAILABLE (retryable; writes are idempotent) if the log failed.
   absl::Status CommitWrite() const;
-  // UNAVAILABLE while the log is failed (issue 8: disk full, read-only,
+  // UNAVAILABLE while the log is failed (disk full, read-only,
   // fsync error), checked before a write touches memory, so a refused write
   // changes nothing a read could see.
   absl::Status CheckWritable() const;

@@ -1,4 +1,4 @@
-// ExposureFilterHandlers' replicated write path (issue 16, M2): a
+// ExposureFilterHandlers' replicated write path: a
 // RecordExposure, DeleteUser, AddTracedUsers or RemoveTracedUsers RPC to a
 // replica with --replication_factor R >= 2 is produced to the exposure topic
 // (exposure_log_producer.h) and answered from Kafka's delivery reports. Every
@@ -136,7 +136,7 @@ void ExposureFilterHandlers::RecordExposureThroughLog(
   // "Recorded" here means in the log, which every owner applies; the
   // owners count the items again as they apply them
   // (exposure_filter_kafka_items_total).
-  // The read-your-writes token (issue 16, M3): a read carrying it as
+  // The read-your-writes token: a read carrying it as
   // min_offsets is served only by a copy that applied these offsets.
   auto on_success = [resp, items, expired](const WrittenOffsets& written) {
     resp->set_items_recorded(items);

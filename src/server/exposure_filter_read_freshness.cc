@@ -1,4 +1,4 @@
-// ExposureFilterHandlers' freshness checks of the reads (issue 16, M3):
+// ExposureFilterHandlers' freshness checks of the reads:
 // min_offsets validation, the lag gate and read-your-writes offsets
 // (serving_readiness.h; docs/scale-out.md "Consistency").
 #include <algorithm>

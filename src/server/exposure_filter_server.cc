@@ -73,7 +73,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
       ServerCredentialsFor(config.tls);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<ExposureFilterServer> s(new ExposureFilterServer(config));
-  // Authorization and audit (issue 21): a bad policy, or a policy without
+  // Authorization and audit: a bad policy, or a policy without
   // mutual TLS, is a startup error before any state.
   s->audit_ =
       std::make_unique<AdminAudit>(config.authorization.audit_hash_user_ids);
@@ -99,9 +99,9 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->trace_log_ = std::make_unique<TraceLog>(config.trace_limits);
   s->handlers_ = std::make_unique<ExposureFilterHandlers>(
       s->surfaces_.get(), s->store_.get(), config.limits, s->trace_log_.get());
-  // Scale-out (issue 7): invalid P/N/ordinal/R is a startup error, not a
+  // Scale-out: invalid P/N/ordinal/R is a startup error, not a
   // replica that silently serves the wrong users; R >= 2 needs the Kafka log
-  // that keeps the copies equal (issue 16).
+  // that keeps the copies equal.
   if (absl::Status st =
           config.cluster.ValidateWithIngest(config.kafka.enabled());
       !st.ok()) {
@@ -110,7 +110,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   s->ownership_gate_ = std::make_unique<UserOwnershipGate>(
       config.cluster, config.replica_address_template);
   s->handlers_->AttachOwnership(s->ownership_gate_.get());
-  // Replicated (issue 16, M3): reads are gated on this copy's lag from the
+  // Replicated: reads are gated on this copy's lag from the
   // start (refused until the consumer has caught up), and take min_offsets.
   const bool replicated =
       config.kafka.enabled() && config.cluster.replication_factor > 1;
@@ -160,7 +160,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   ApplyTransportTuning(config.transport, &builder);
   ApplyKeepalive(config.keepalive, builder);
-  // Overload protection (issue 8): bound what gRPC buffers before handlers
+  // Overload protection: bound what gRPC buffers before handlers
   // run; the AdmissionGate bounds what they hold after.
   if (config.overload.grpc_memory_quota_bytes > 0) {
     grpc::ResourceQuota quota("exposure-filter-server");
@@ -256,7 +256,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   }
   if (durable) s->handlers_->SetAvailable(true);
   if (config.kafka.enabled()) {
-    // Kafka ingest (issue 7): after recovery (it seeks to the recovered
+    // Kafka ingest: after recovery (it seeks to the recovered
     // offsets), before SERVING (a topic with the wrong partition count must
     // fail the start, not a replica that looks healthy).
     s->ownership_ = std::make_unique<ReplicaOwnership>(config.cluster);
@@ -267,7 +267,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
                            s->kafka_sink_.get(), s->durability_.get());
     absl::Status started = ingest.status();
     if (started.ok() && config.cluster.replication_factor > 1) {
-      // Replicated (issue 16, M2): write RPCs are produced to the topic
+      // Replicated: write RPCs are produced to the topic
       // the consumer above applies; until attached they answer
       // UNAVAILABLE, and health says SERVING only after this.
       ExposureLogProducerOptions po;
@@ -401,7 +401,7 @@ void ExposureFilterServer::Shutdown() {
       kafka_metrics_->AttachProducer(nullptr);
       log_producer_->Close();
     }
-    // Kafka ingest (issue 7): its last batch is recorded and its offsets
+    // Kafka ingest: its last batch is recorded and its offsets
     // logged before the final snapshot, which then holds them.
     if (kafka_ingest_ != nullptr) {
       kafka_metrics_->Attach(nullptr);

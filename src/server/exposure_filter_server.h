@@ -71,19 +71,19 @@ class ExposureFilterServer {
             durability_metrics_,    admission_, kafka_metrics_,
             authorization_metrics_, readiness_};
   }
-  // Traced users' exact exposures (issue 6); Export/Import for durability.
+  // Traced users' exact exposures; Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
   // Null when the server is not durable (no data_dir).
   StoreDurability* durability() { return durability_.get(); }
   // What recovery found at startup (zeros when not durable).
   const RecoveryReport& recovery() const { return recovery_; }
-  // Overload protection (issue 8): the admission limits' state.
+  // Overload protection: the admission limits' state.
   const AdmissionGate& admission() const { return *admission_; }
-  // The Kafka consumer (issue 7); null when --kafka_brokers is empty.
+  // The Kafka consumer; null when --kafka_brokers is empty.
   KafkaIngest* kafka_ingest() { return kafka_ingest_.get(); }
   // The replicated write path's producer; null unless R >= 2.
   ExposureLogProducer* log_producer() { return log_producer_.get(); }
-  // Lag-gated reads (issue 16, M3); started only with R >= 2.
+  // Lag-gated reads; started only with R >= 2.
   const ServingReadiness& readiness() const { return *readiness_; }
 
  private:
@@ -100,35 +100,35 @@ class ExposureFilterServer {
   // Declared after the store: destroyed (log closed) before it.
   std::unique_ptr<StoreDurability> durability_;
   RecoveryReport recovery_;
-  // Scale-out (issue 7); declared before the handlers that point at it.
+  // Scale-out; declared before the handlers that point at it.
   std::unique_ptr<UserOwnershipGate> ownership_gate_;
   std::unique_ptr<ExposureFilterHandlers> handlers_;
-  // Overload protection (issue 8); shared with the /metrics collectables.
+  // Overload protection; shared with the /metrics collectables.
   std::shared_ptr<AdmissionGate> admission_;
   std::unique_ptr<ExposureFilterService> service_;
   // Metrics outlive server_ (its interceptors point at grpc_metrics_).
   std::shared_ptr<GrpcServerMetrics> grpc_metrics_;
   std::shared_ptr<ExposureFilterMetrics> metrics_;
   std::shared_ptr<ProcessMetrics> process_metrics_;
-  // Disk faults (issue 8): exports nothing when not durable.
+  // Disk faults: exports nothing when not durable.
   std::shared_ptr<DurabilityMetrics> durability_metrics_;
-  // Kafka ingest (issue 7): the consumer stops before the final snapshot so
+  // Kafka ingest: the consumer stops before the final snapshot so
   // the snapshot holds its last durable offsets.
   std::shared_ptr<KafkaIngestMetrics> kafka_metrics_;
   std::unique_ptr<ReplicaOwnership> ownership_;
   std::unique_ptr<KafkaExposureSink> kafka_sink_;
   std::unique_ptr<KafkaIngest> kafka_ingest_;
-  // Replicated writes (issue 16, M2): with R >= 2 write RPCs are produced
+  // Replicated writes: with R >= 2 write RPCs are produced
   // to the topic; closed after the gRPC server drained (its last calls get
   // their delivery reports), before the consumer stops.
   std::unique_ptr<ExposureLogProducer> log_producer_;
-  // Lag-gated reads (issue 16, M3): attached to the handlers before they
+  // Lag-gated reads: attached to the handlers before they
   // serve, started with the consumer, stopped first at shutdown (it flips
   // health). Shared with the /metrics collectables.
   std::shared_ptr<ServingReadiness> readiness_ =
       std::make_shared<ServingReadiness>();
   std::unique_ptr<AdminHttpServer> admin_;
-  // Authorization and audit (issue 21); outlive server_, which points at
+  // Authorization and audit; outlive server_, which points at
   // them (auth metadata processor, interceptor). authorizer_ is null when
   // authorization is off.
   std::unique_ptr<AdminAudit> audit_;

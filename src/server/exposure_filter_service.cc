@@ -47,7 +47,7 @@ void LogError(const char* method, const absl::Status& s) {
   }
 }
 
-// Scale-out (issue 7): "not my user" carries the owner for routing clients
+// Scale-out: "not my user" carries the owner for routing clients
 // (include/exposure_filter/owner_hint.h) as trailing metadata.
 void AddOwnerHint(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   if (const auto owner = s.GetPayload(kOwnerHintPayloadUrl);

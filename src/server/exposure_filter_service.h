@@ -1,7 +1,7 @@
 // ExposureFilterService: the gRPC callback-API edge of ExposureFilterHandlers.
 // Handlers never block (they take only short shard locks), so they run inline
 // on gRPC's threads and finish their reactor before returning; the one
-// exception, a replicated write (R >= 2, issue 16), finishes its reactor
+// exception, a replicated write (R >= 2), finishes its reactor
 // later, from Kafka's delivery report (ServeThroughLog).
 //
 // Every method is registered "raw" (the request and response as bytes) and
@@ -60,7 +60,7 @@ using RawExposureFilterService =
 class ExposureFilterService final
     : public service_internal::RawExposureFilterService {
  public:
-  // `gate` (overload protection, issue 8) may be null: nothing is shed.
+  // `gate` (overload protection) may be null: nothing is shed.
   // Data-plane RPCs pass it before their request is parsed; GetServerStats
   // and the traced-user administration do not.
   explicit ExposureFilterService(ExposureFilterHandlers* handlers,
@@ -90,7 +90,7 @@ class ExposureFilterService final
   Reactor* GetUserStats(Context* ctx, const Bytes* req, Bytes* resp) override;
   Reactor* DeleteUser(Context* ctx, const Bytes* req, Bytes* resp) override;
   Reactor* GetServerStats(Context* ctx, const Bytes* req, Bytes* resp) override;
-  // Debugging (issue 6).
+  // Debugging.
   Reactor* Explain(Context* ctx, const Bytes* req, Bytes* resp) override;
   Reactor* AddTracedUsers(Context* ctx, const Bytes* req, Bytes* resp) override;
   Reactor* RemoveTracedUsers(Context* ctx, const Bytes* req,
@@ -110,7 +110,7 @@ class ExposureFilterService final
                  Bytes* resp, ArenaMessageAllocator<Req, Resp>* allocator,
                  Handler&& handler);
 
-  // The replicated writes (issue 16, M2): admits and parses like Serve,
+  // The replicated writes: admits and parses like Serve,
   // then `handler(request, response, done)` enqueues the write to Kafka and
   // returns at once; `done` (on the producer's delivery thread) serializes
   // the response and finishes the RPC. No gRPC thread waits for Kafka, so a

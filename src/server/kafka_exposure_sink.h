@@ -1,8 +1,8 @@
-// KafkaExposureSink: the Kafka consumer's way into the store (issue 7). It
+// KafkaExposureSink: the Kafka consumer's way into the store. It
 // records through ExposureFilterHandlers::RecordLoggedExposure, the RPC's
 // own path, so Kafka and gRPC writes get the same validation, limits, traced
 // users, write-ahead log commit and metrics; only a replicated deployment
-// (issue 16) tells them apart, taking writes from the log alone.
+// tells them apart, taking writes from the log alone.
 #ifndef EXPOSURE_FILTER_SRC_SERVER_KAFKA_EXPOSURE_SINK_H_
 #define EXPOSURE_FILTER_SRC_SERVER_KAFKA_EXPOSURE_SINK_H_
 

@@ -25,7 +25,7 @@ absl::Status ValidateFilterRecalled(
     const exposure::v1::FilterRecalledRequest& req,
     const RequestLimits& limits);
 
-// Debugging RPCs (issue 6).
+// Debugging RPCs.
 absl::Status ValidateExplain(const exposure::v1::ExplainRequest& req,
                              const RequestLimits& limits);
 // AddTracedUsers / RemoveTracedUsers: a non-empty list of valid user ids.

@@ -1,5 +1,5 @@
-// ServingReadiness: lag-gated reads and read-your-writes (issue 16, M3;
-// docs/scale-out.md "Consistency"). With --replication_factor R >= 2 every
+// ServingReadiness: lag-gated reads and read-your-writes
+// (docs/scale-out.md "Consistency"). With --replication_factor R >= 2 every
 // partition has R copies, each applying the Kafka log at its own pace. A
 // copy that is replaying after its start, or lagging more than
 // --max_serving_lag behind the log (partition_lag.h defines the lag), says
@@ -54,8 +54,8 @@ class ServingReadiness final : public prometheus::Collectable {
 
   // Starts gating on `ingest`'s lag (must outlive this until Stop). With
   // `max_serving_lag` zero (the gate disabled) the copy always serves, as
-  // before issue 16's M3; the lag is still measured and exported, and
-  // min_offsets still hold.
+  // it did before reads were gated; the lag is still measured and
+  // exported, and min_offsets still hold.
   // `on_change(serving)` runs on the monitor thread whenever the decision
   // flips (first call: the initial decision). Call once.
   void Start(KafkaIngest* ingest, absl::Duration max_serving_lag,

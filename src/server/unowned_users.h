@@ -1,5 +1,5 @@
 // DropUnownedUsers: after recovery, forget the users this replica does not
-// own under the current --partitions/--replicas (issue 7, resharding).
+// own under the current --partitions/--replicas (resharding).
 //
 // A snapshot written under another N (or P) holds users that now belong to
 // another replica. Serving them would answer FilterRecalled from history

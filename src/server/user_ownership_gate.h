@@ -1,11 +1,11 @@
-// UserOwnershipGate: the scale-out check at the RPC edge (issue 7). A
+// UserOwnershipGate: the scale-out check at the RPC edge. A
 // partitioned replica serves only the users of its partitions; a request
 // naming another replica's user is answered FAILED_PRECONDITION, naming the
 // field, the user's partition and the owner, with an OwnerHint payload
 // (include/exposure_filter/owner_hint.h) the gRPC edge turns into trailing
 // metadata so routing clients can tell a stale route from a misconfigured
 // cluster. An unpartitioned gate owns every user. With replication factor
-// R >= 2 (issue 16) a replica owns the users of every partition it is one of
+// R >= 2 a replica owns the users of every partition it is one of
 // the R owners of, and the message names all R owners.
 #ifndef EXPOSURE_FILTER_SRC_SERVER_USER_OWNERSHIP_GATE_H_
 #define EXPOSURE_FILTER_SRC_SERVER_USER_OWNERSHIP_GATE_H_
@@ -37,8 +37,8 @@ class UserOwnershipGate {
   // replica r (address) ..." (R >= 2: "replicas r1 (a1), r2 (a2)"),
   // carrying the OwnerHint payload.
   absl::Status Check(absl::string_view field, absl::string_view user_id) const;
-  // The same answer for a partition named directly (a read's min_offsets,
-  // issue 16): OK when this replica is one of its owners.
+  // The same answer for a partition named directly (a read's
+  // min_offsets): OK when this replica is one of its owners.
   absl::Status CheckPartition(absl::string_view field, int32_t partition) const;
 
   // OK unless the deployment is replicated (R >= 2): then `rpc` (a write

@@ -1,6 +1,6 @@
 // TraceJournal: where the TraceLog reports each change to traced users, so
-// a write-ahead log (src/persist/) can record it (issue 6: traced users
-// survive restart).
+// a write-ahead log (src/persist/) can record it: traced users survive a
+// restart.
 //
 // The TraceLog calls these while it holds its own lock, right after
 // applying the change, and a snapshot exports the TraceLog under that lock

@@ -103,7 +103,7 @@ TEST(ClientOptionsTest, InvalidOptionsAreRefusedNamingTheField) {
 }
 
 // A restarted replica must be dialled again within max_reconnect_backoff,
-// not gRPC's default 120 s (issue 16's rolling-restart drill).
+// not gRPC's default 120 s (the failover drill's rolling restart).
 TEST(ClientOptionsTest, ChannelCarriesTheReconnectBackoff) {
   ClientOptions o;
   o.initial_reconnect_backoff = absl::Milliseconds(70);

@@ -265,7 +265,7 @@ TEST_F(RoutingClientTest, ABatchWithAnOwnerDownReportsPerOwnerStatuses) {
   o.client.max_attempts = 1;
   // Replica 1 refuses the connection at once (no wait_for_ready), so the
   // deadline only bounds the live owners' calls: generous for sanitizer
-  // builds on a loaded machine (issue 20).
+  // builds on a loaded machine.
   o.client.deadline = absl::Seconds(30);
   auto router = RoutingClient::Connect(o, grpc::InsecureChannelCredentials());
   ASSERT_TRUE(router.ok());

@@ -1,4 +1,4 @@
-// RoutingClient failover and hedging (issue 16 M4) against three scripted
+// RoutingClient failover and hedging against three scripted
 // fake replicas (P = 12, N = 3): with R = 2 a user of owner 0 = replica 0 has
 // owners {0, 1}. One owner answering UNAVAILABLE, one hanging past the
 // per-try timeout, one unreachable port: the call succeeds on the other

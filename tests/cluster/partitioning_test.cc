@@ -85,7 +85,7 @@ TEST(ReplicaOwnershipTest, UsersAreOwnedByTheirPartitionsOwner) {
   EXPECT_LT(owned, 1200);
 }
 
-// Issue 16: owner i of p is (p + i) mod N. P = 12, N = 3, R = 2 by hand:
+// Replication: owner i of p is (p + i) mod N. P = 12, N = 3, R = 2 by hand:
 // replica 1 is owner 0 of p = 1, 4, 7, 10 (p mod 3 == 1) and owner 1 of
 // p = 0, 3, 6, 9 ((0 + 1) mod 3 == 1).
 TEST(ReplicaOwnershipTest, ReplicationFactorTwoByHand) {

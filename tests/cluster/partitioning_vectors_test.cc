@@ -67,7 +67,7 @@ std::vector<int32_t> Ints(const std::string& csv) {
 
 // tests/testdata/partitioning/placement_vectors.tsv: the owners of every
 // partition and the partitions of every replica for P in {1, 7, 12, 16},
-// every N <= min(P, 5) and R <= N (issue 16). The Python client's test checks
+// every N <= min(P, 5) and R <= N. The Python client's test checks
 // the same file.
 TEST(PartitioningVectorsTest, PlacementAgreesWithTheSharedVectors) {
   std::ifstream in(std::string(EF_TESTDATA_DIR) +

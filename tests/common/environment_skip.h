@@ -1,6 +1,6 @@
 // The documented environment skips: the only reasons a test may GTEST_SKIP.
 //
-// A skip that hides a broken check is a check that cannot fail (issue 19:
+// A skip that hides a broken check is a check that cannot fail (once,
 // with a broken checksum, an ASSERT in SetUpTestSuite made gtest report the
 // four golden-vector tests as skipped, and ctest counted zero failures). So
 // the main() of every test binary (gtest_main.cc) fails any skip whose

@@ -1,4 +1,4 @@
-// When a user's calls happen in real time: issue 15's spread patterns (2,000
+// When a user's calls happen in real time: the spread patterns (2,000
 // items over 29 days) as a person produces them, in a few sessions a day at
 // random hours, idle in between. The store's clock follows these times, so
 // its sweeper (DropExpired, every sweep_interval) sees the idle hours between

@@ -1,4 +1,4 @@
-// Keeps deploy/dashboards/*.json true to the server (issue 18):
+// Keeps deploy/dashboards/*.json true to the server:
 //
 //  1. Grafana: the fields Grafana needs to import the dashboard and the
 //     conventions this one promises: a uid, a current schemaVersion, the

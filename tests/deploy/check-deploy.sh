@@ -27,7 +27,7 @@ ef_npm_deps "$here"
 kubectl kustomize "$repo/deploy" >"$out/deploy-rendered.yaml"
 echo "rendered $(grep -c '^kind:' "$out/deploy-rendered.yaml") objects into $out/deploy-rendered.yaml"
 node "$here/validate.mjs" --self-test "$out/deploy-rendered.yaml"
-# Issue 21: the base with the mutual-TLS/authorization Component, as an
+# The base with the mutual-TLS/authorization Component, as an
 # operator's overlay would render it.
 kubectl kustomize "$here/mtls-overlay" >"$out/deploy-mtls-rendered.yaml"
 echo "rendered $(grep -c '^kind:' "$out/deploy-mtls-rendered.yaml") objects into $out/deploy-mtls-rendered.yaml"

@@ -1,4 +1,4 @@
-"""The Grafana dashboard against a live server (issue 18).
+"""The Grafana dashboard against a live server.
 
 Starts the real exposure-filter-server (tests/e2e/server_harness.py: a free
 port, a temporary --data_dir) consuming from librdkafka's mock Kafka cluster

@@ -19,7 +19,7 @@
 //     ServiceMonitor select something, envFrom ConfigMaps exist, probes use
 //     declared ports; the NetworkPolicy selects the pods and admits only
 //     what it should; TLS and policy files are in mounted volumes.
-//  4. Grafana dashboards (issue 18): a ConfigMap holding *.json data is a
+//  4. Grafana dashboards: a ConfigMap holding *.json data is a
 //     dashboard for Grafana's sidecar, which only loads it with the label
 //     grafana_dashboard: "1"; its JSON parses and has a uid, and it fits
 //     the 256 KiB that `kubectl apply` can keep in its last-applied
@@ -188,7 +188,7 @@ function referenceErrors(objects) {
   return errors;
 }
 
-// Issue 21 (deploy/mtls): the files the TLS and policy flags name are files
+// Mutual TLS (deploy/mtls): the files the TLS and policy flags name are files
 // of a Secret or ConfigMap volume mounted in the container, under the names
 // the volume's items give them (a path that is not there stops the server
 // at startup, in a crash loop); a policy comes with a client CA (the server
@@ -231,7 +231,7 @@ function tlsFileErrors(objects) {
   return errors;
 }
 
-// Issue 21: a NetworkPolicy selects the server pods; its ports are ports the
+// A NetworkPolicy selects the server pods; its ports are ports the
 // pods declare (a misspelt named port matches nothing, and the traffic it
 // meant to admit is dropped); the gRPC port admits only selected sources,
 // never everyone; the admin port only the monitoring namespace.
@@ -320,7 +320,7 @@ function dashboardErrors(objects) {
   return errors;
 }
 
-// Scale-out (issue 7): the StatefulSet's replica count and the server's
+// Scale-out: the StatefulSet's replica count and the server's
 // partition flags (EXPOSURE_FILTER_* in its envFrom ConfigMaps) agree, so
 // every pod's ordinal (from its hostname) is < --replicas and owns at least
 // one partition; the address template names the pods behind the headless
@@ -380,7 +380,7 @@ function clusterErrors(objects) {
   return errors;
 }
 
-// High availability (issue 16): R copies of every partition on R distinct
+// High availability: R copies of every partition on R distinct
 // pods. R <= N (the server refuses otherwise), R >= 2 only with Kafka (the
 // copies stay equal by consuming the same log); then no two pods on one
 // node (a required anti-affinity on the hostname: a node failure would take
@@ -494,7 +494,7 @@ const MISTAKES = [
     configMapOf(objs).EXPOSURE_FILTER_REPLICA_ADDRESS_TEMPLATE =
       "exposure-filter-{ordinal}.exposure-filter:50051";
   }],
-  // Issue 16: replication.
+  // Replication.
   ["replication factor above the replicas", (objs) => {
     configMapOf(objs).EXPOSURE_FILTER_REPLICATION_FACTOR = "4";
   }],
@@ -516,7 +516,7 @@ const MISTAKES = [
   ["Kafka brokers without a topic", (objs) => {
     delete configMapOf(objs).EXPOSURE_FILTER_KAFKA_TOPIC;
   }],
-  // Issue 21: the NetworkPolicy.
+  // The NetworkPolicy.
   ["NetworkPolicy port name no container declares", (objs) => {
     find(objs, "NetworkPolicy").spec.ingress[0].ports[0].port = "grcp";
   }],

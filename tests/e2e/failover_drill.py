@@ -1,4 +1,4 @@
-"""The failover drill (issue 16, M5): librdkafka's mock cluster, 3 server
+"""The failover drill: librdkafka's mock cluster, 3 server
 processes with --replication_factor=2 on 12 partitions (writes go through
 the Kafka log), and the C++ load driver (tools/drill, `failover-drill`)
 sending a continuous mix of RecordExposure and FilterRecalled through the
@@ -150,7 +150,8 @@ class Drill:
 
     def _watch_catch_up(self, ordinal):
         """Times SERVING -> consumer lag <= CAUGHT_UP_LAG in the background
-        (the server serves while it catches up, until M3's lag gate)."""
+        (a server serves once its lag is within --max_serving_lag, 5 s here,
+        so it may still be catching up)."""
         server = self.servers[ordinal]
         serving = time.monotonic()
 

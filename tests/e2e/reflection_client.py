@@ -257,7 +257,7 @@ class DynamicService:
 
     # The deadline only bounds a hung call; it is no verdict. Generous: an
     # ASan server on a loaded 2-core machine answers large requests in
-    # seconds (issue 20).
+    # seconds.
     def call(self, method_name, request=None, timeout=60.0, **fields):
         if request is None:
             request = self.request(method_name, **fields)

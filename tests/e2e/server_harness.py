@@ -22,7 +22,7 @@ HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 _SERVING_WIRE = b"\x08\x01"
 
 # Upper bounds, not verdicts: waits end as soon as the server is ready or has
-# exited. Generous for an ASan server on a loaded 2-core machine (issue 20).
+# exited. Generous for an ASan server on a loaded 2-core machine.
 STARTUP_TIMEOUT_S = 120.0
 EXIT_TIMEOUT_S = 60.0
 

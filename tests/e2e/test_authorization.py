@@ -1,5 +1,5 @@
 """Per-RPC authorization by client certificate identity and the audit of
-admin RPCs (issue 21), through real mutual-TLS handshakes with the real
+admin RPCs, through real mutual-TLS handshakes with the real
 exposure-filter-server binary.
 
 Every certificate is generated at test time with Debian's openssl: a test
@@ -36,7 +36,7 @@ SERVICE = "exposure.v1.ExposureFilter"
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 SERVING_WIRE = b"\x08\x01"
 # A refused handshake must end in UNAVAILABLE, not hang; generous so a slow
-# (ASan, loaded) handshake is not mistaken for a hang (issue 20, as test_tls).
+# (ASan, loaded) handshake is not mistaken for a hang (as test_tls).
 RPC_TIMEOUT_S = 60.0
 
 READER_URI = "spiffe://example.test/ns/recall/sa/recall-server"

@@ -83,7 +83,7 @@ class CliCommandsTest(CliTestCase):
     def test_health_unreachable(self):
         port = harness.free_port()
         # Nothing listens: refused at once (no wait_for_ready), so the
-        # deadline only bounds a hang; generous for ASan (issue 20).
+        # deadline only bounds a hang; generous for ASan.
         _, err = self.cli("health", "--deadline=30s",
                           address="127.0.0.1:%d" % port, expect=3)
         self.assertIn("Unavailable", err)
@@ -196,7 +196,7 @@ class CliCommandsTest(CliTestCase):
         out, _ = self.cli("delete", "--user=c-del")
         self.assertEqual(out, "no such user\n")
         # --json prints every field; a server that is not replicated
-        # writes no Kafka offsets (issue 16, M3).
+        # writes no Kafka offsets.
         self.assertEqual(self.cli_json("delete", "--user=c-del"),
                          {"existed": False, "writtenOffsets": {}})
 
@@ -312,7 +312,7 @@ class CliHealthDrainTest(unittest.TestCase):
     def test_not_serving_after_sigterm(self):
         with harness.ServerProcess("--shutdown_grace=3s") as server:
             # The deadline bounds a hang only: the live server answers, the
-            # stopped one refuses at once (issue 20: 2 s was tight for an
+            # stopped one refuses at once (2 s was tight for an
             # ASan CLI and server on a loaded machine).
             argv = [cli_binary(), "health", "--address=" + server.address,
                     "--deadline=30s"]
@@ -329,7 +329,7 @@ if __name__ == "__main__":
 
 
 class RoutedCliTest(unittest.TestCase):
-    """Scale-out (issue 7): two partitioned server processes (P = 4, N = 2);
+    """Scale-out: two partitioned server processes (P = 4, N = 2);
     `--route` sends each user's calls to its owner, a direct call to the
     other replica is refused naming the owner, `stats` shows the partitions
     owned."""

@@ -88,7 +88,7 @@ def wait_for_acks(writers, deadline_s=120.0):
     """Until every writer has an acknowledged batch (or stopped on an
     error): the kill then always lands on traffic, on any machine. A fixed
     sleep alone could kill an ASan server on a loaded machine before any
-    write was acknowledged, and `acked > 0` would fail (issue 20)."""
+    write was acknowledged, and `acked > 0` would fail."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if all(w.acked or not w.is_alive() for w in writers):

@@ -1,4 +1,4 @@
-"""End-to-end tests of the debugging RPCs (issue 6): Explain on traced and
+"""End-to-end tests of the debugging RPCs: Explain on traced and
 untraced users, a forced false positive from a tiny filter, and the
 traced-user limits, through the real server binary and reflection-built
 messages (as grpcurl would).
@@ -25,7 +25,7 @@ from test_e2e import Client, ServerTestCase, now_ms, DAY_MS, INVALID
 # A surface whose filters are as small and as wrong as the server allows:
 # fp 0.5 over 8 live slices of 2 s (retention 14 s), so a fresh item is
 # filtered a few percent of the time and slices start every 2 s.
-# Margin (issue 20): a test's record, filter and explain must run before the
+# Margin: a test's record, filter and explain must run before the
 # slice they wrote ages out, at least 12 s later. Retention is the most the
 # server allows for 2 s slices (retention / slice_span + 1 <= 8); the calls
 # are a few RPCs, a small fraction of 12 s even for ASan on a loaded machine.

@@ -34,7 +34,7 @@ SERVICE = "exposure.v1.ExposureFilter"
 HEALTH = "grpc.health.v1.Health"
 EF_METHODS = {"RecordExposure", "FilterRecalled", "GetFilter", "GetUserStats",
               "DeleteUser", "GetServerStats"}
-# Debugging RPCs (issue 6), tested in test_debugging.py.
+# Debugging RPCs, tested in test_debugging.py.
 EF_METHODS |= {"Explain", "AddTracedUsers", "RemoveTracedUsers",
                "ListTracedUsers"}
 DAY_MS = 24 * 3600 * 1000
@@ -694,7 +694,7 @@ class LifecycleTest(unittest.TestCase):
 
     # A grace (600 s) far beyond the wait (120 s): a server that waited for
     # it with nothing in flight fails on any machine, one that does not
-    # passes on any machine, however slow (issue 20: no speed in verdicts).
+    # passes on any machine, however slow: no speed in verdicts.
     def test_sigterm_exits_zero(self):
         self._exits_cleanly_on(signal.SIGTERM, "--shutdown_grace=600s")
 

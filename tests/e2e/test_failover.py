@@ -1,9 +1,9 @@
-"""High availability end to end (issue 16, M5): 3 replicas, R = 2, P = 12,
+"""High availability end to end: 3 replicas, R = 2, P = 12,
 writes through the Kafka log (librdkafka's mock cluster), a continuous
 RecordExposure + FilterRecalled load through the C++ RoutingClient while one
 replica is kill -9ed and restarted and then all three are rolled (SIGTERM,
 restart, SERVING, next). The scenario is failover_drill.py's; this file
-asserts what issue 16 promises across the whole run:
+asserts what replication promises across the whole run:
 
 - zero failed FilterRecalled calls at the client;
 - writes fail only as UNAVAILABLE/DEADLINE_EXCEEDED, i.e. the client was

@@ -1,5 +1,5 @@
 """The grpcurl transcripts in README.md and docs/*.md, replayed against the
-real server (issue 17): every fenced block with "$ grpcurl ..." lines is run
+real server: every fenced block with "$ grpcurl ..." lines is run
 in order on a fresh server, each call made through grpcio with messages
 built from the server's reflection (as grpcurl builds them), and its
 response printed as grpcurl prints it (grpcurl_format.py). The text under

@@ -1,4 +1,4 @@
-"""Kafka ingest and scale-out end to end (issue 7): librdkafka's mock Kafka
+"""Kafka ingest and scale-out end to end: librdkafka's mock Kafka
 cluster (tools/kafka/kafka-mock-cluster) on loopback, 3 real server
 processes each owning the partitions p with p mod 3 == its ordinal, and a
 producer keyed by user id with Kafka's Java default partitioner
@@ -13,8 +13,8 @@ producer keyed by user id with Kafka's Java default partitioner
    them and catches up: zero false negatives for every user, old items and
    new.
 
-The sizes follow the issue. EF_KAFKA_E2E_USERS / EF_KAFKA_E2E_MESSAGES
-(per user) shrink or grow them.
+EF_KAFKA_E2E_USERS / EF_KAFKA_E2E_MESSAGES (per user) shrink or grow the
+sizes above.
 
 Run by ctest (tests/e2e/CMakeLists.txt). By hand, from tests/e2e/:
   EF_E2E_SERVER=../../build/src/server/exposure-filter-server \\
@@ -52,8 +52,9 @@ ROUND2_MESSAGES_PER_USER = 2
 ROUND2_BAD = 30
 # Generous: the machine is shared and sanitizer builds are slow.
 CATCH_UP_DEADLINE_S = 240.0
-# FilterRecalled calls kept in flight by this client, over all 3 replicas
-# (issue 20). The servers admit --max_inflight_rpcs=256 each, but a server
+# FilterRecalled calls kept in flight by this client, over all 3 replicas,
+# few enough that no verdict depends on the servers' speed. The servers
+# admit --max_inflight_rpcs=256 each, but a server
 # frees a slot only when the call is done on its side (OnDone), which can
 # trail the client's seeing the response by a lot on a slow (sanitizer,
 # loaded) server; with 256 here a replica was seen shedding. 24 is a tenth

@@ -1,4 +1,4 @@
-"""End-to-end tests of the operational surface (issue 10): the Prometheus
+"""End-to-end tests of the operational surface: the Prometheus
 /metrics endpoint of the admin port, the memory ceiling under a flood of new
 users (RSS of the real process), SIGTERM under load, transport limits and
 keepalive enforcement. The real server binary, driven over gRPC from Python.
@@ -71,7 +71,7 @@ def health_check(address):
         check = channel.unary_unary("/grpc.health.v1.Health/Check",
                                     request_serializer=lambda b: b,
                                     response_deserializer=lambda b: b)
-        # Bounds a hung call only (issue 20): generous for an ASan server.
+        # Bounds a hung call only: generous for an ASan server.
         return check(b"", timeout=30.0)
 
 
@@ -237,7 +237,7 @@ class MetricsTest(unittest.TestCase):
                    for i in range(20)], surface="sweep")
         # The sweep runs every second; the wait ends when it has, and the
         # deadline only bounds a broken sweep (ASan on a loaded machine can
-        # take many seconds to get there; issue 20).
+        # take many seconds to get there).
         deadline = time.monotonic() + 120
         while True:
             samples = self.scrape()
@@ -348,7 +348,7 @@ class SigtermUnderLoadTest(unittest.TestCase):
     port closes; every call the server accepted completes OK, and the
     clients saw exactly as many OK calls as the server handled."""
 
-    # Margins (issue 20), so no verdict depends on the machine's speed:
+    # Margins, so no verdict depends on the machine's speed:
     # --shutdown_delay=5s: a call must complete while health reports
     #   NOT_SERVING and the port is still open; four workers call back to
     #   back, so that fails only if every one of them stalls for 5 s.

@@ -32,7 +32,7 @@ HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 SERVING_WIRE = b"\x08\x01"  # HealthCheckResponse{status: SERVING}
 # A refused handshake must fail, not hang: the client's connection attempt
 # ends in UNAVAILABLE, a hang in DEADLINE_EXCEEDED after this. Generous, so
-# a slow (ASan, loaded) handshake is not mistaken for a hang (issue 20).
+# a slow (ASan, loaded) handshake is not mistaken for a hang.
 RPC_TIMEOUT_S = 60.0
 
 

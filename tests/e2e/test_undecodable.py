@@ -1,4 +1,4 @@
-"""Undecodable requests against the real binary (issue 17): raw bytes sent
+"""Undecodable requests against the real binary: raw bytes sent
 with grpcio's unary_unary (no serializer) to every method the server's
 reflection lists for exposure.v1.ExposureFilter. Each must answer
 INVALID_ARGUMENT naming the request type and the defect -- not the

@@ -1,4 +1,5 @@
-// The arrival patterns of issue 15, replayed into a UserFilter, with the
+// The arrival patterns a feed produces (docs/performance.md, "Memory per
+// user"), replayed into a UserFilter, with the
 // checks every format-2 test needs: zero false negatives for what is inside
 // the window, and the union bound F <= delta after every write.
 #ifndef EXPOSURE_FILTER_TESTS_FILTER_ARRIVAL_PATTERNS_H_
@@ -41,7 +42,7 @@ struct Write {
   int64_t event_ms;
 };
 
-// The issue's patterns (per user). `rng` draws the items (and, for the
+// The patterns (per user). `rng` draws the items (and, for the
 // backfill, the event times).
 enum class Pattern {
   kOneCall2000,      // 2,000 items in one call

@@ -112,7 +112,7 @@ void ExpectExact(const RunSet& s, const ClaimIndex& index,
 
 TEST(ClaimIndexTest, ClearsExactlyWhatSomeRunContains) {
   const std::vector<std::pair<const char*, std::vector<RunSpec>>> sets = {
-      {"one run per slice (issue 15's users)",
+      {"one run per slice (a spread user's)",
        {{284, 17, 1 << 17},
         {285, 19, 1 << 19},
         {286, 19, 1 << 19},

@@ -1,4 +1,4 @@
-// Issue 15's memory targets, asserted in bytes: what the store accounts per
+// Format 2's memory targets, asserted in bytes: what the store accounts per
 // user (UserFilter::MemoryBytes + the map slot, GetUserStats.bytes) for each
 // arrival pattern at delta = 1%, retention 30 d, span 5 d, with the 14-byte
 // map key of a 12-byte user id. Deterministic (fixed seeds), not timing.
@@ -24,9 +24,10 @@ constexpr size_t kSlotBytes = sizeof(UserFilter) + 1;
 // Surface id (2 bytes) + "u" + 11 digits, as bench/memory_bench.
 const std::string kKey = std::string("\0\0", 2) + "u00000000001";
 
-// Issue 15's target (RedisBloom BF.RESERVE 0.01 N: 2,888 B at 2,000 items,
-// 7,024 at 5,000; 100 B for the light user).
-size_t IssueTarget(Pattern p) {
+// The target: below RedisBloom's bytes for the same count (BF.RESERVE 0.01
+// N: 2,888 B at 2,000 items, 7,024 at 5,000; docs/format2-design.md, "The
+// problem"), and 100 B for the light user.
+size_t TargetBytes(Pattern p) {
   switch (p) {
     case Pattern::kLight20:
       return 100;
@@ -38,17 +39,19 @@ size_t IssueTarget(Pattern p) {
 }
 
 // Regression ceilings: the mean bytes measured here (20 users, 2026-11-26,
-// branch f2first) + 0.5%, rounded up (or the lower ceiling they had), the
-// spread rows' written ceiling at most the issue's 2,888. The issue's
-// target holds for every row at every moment: the spread rows right after
-// the writes were 2,888.9 / 2,899.6 B before f2first (newest slice open at
-// 2^19), now 2,857.9 / 2,876.4 (its run re-truncated to 2^18 once the
-// older slices are sealed, RunSizing::LoweredNewestRun); idle they rose
-// from 2,847.6 / 2,861.3 to 2,854.2 / 2,873.4 (the seals' L + 1 slices:
-// docs/format2-design.md, "Where it loses" 6).
+// with the seals at L + 1 slices and the newest run's re-truncation) +
+// 0.5%, rounded up (or the lower ceiling they had), the spread rows'
+// written ceiling at most the target's 2,888. The target holds for every
+// row at every moment: the spread rows right after the writes were
+// 2,888.9 / 2,899.6 B before those two rules (newest slice open at 2^19),
+// now 2,857.9 / 2,876.4 (its run re-truncated to 2^18 once the older
+// slices are sealed, RunSizing::LoweredNewestRun); idle they rose from
+// 2,847.6 / 2,861.3 to 2,854.2 / 2,873.4 (the seals' L + 1 slices:
+// docs/format2-design.md, "Sizing policy", quiet slices; "Measured and
+// rejected", seals at L + 1 slices).
 // `idle`: after the store's sweeper sealed the idle user
 // (UserFilter::SealIdle), the figure memory_bench reports as accounted.
-// Before the compact tables and the idle seal (branch f2tables) the spread
+// Before the compact tables and the idle seal the spread
 // patterns measured 2,969 and 2,953 B here.
 size_t CeilingBytes(Pattern p, bool idle) {
   switch (p) {
@@ -71,7 +74,7 @@ size_t CeilingBytes(Pattern p, bool idle) {
 // The largest single user of the 20 (same run) + 0.5%: a rule that helps
 // the mean by sacrificing some users shows here. Written 2,705 / 2,483 /
 // 2,866 / 2,883 / 90 / 6,585 B; idle the same but the spread rows' 2,864 /
-// 2,880 (the issue's 2,888 is a mean per pattern).
+// 2,880 (the target's 2,888 is a mean per pattern).
 size_t WorstUserCeilingBytes(Pattern p, bool idle) {
   switch (p) {
     case Pattern::kOneCall2000:
@@ -119,21 +122,21 @@ Bytes UserBytes(Pattern p, int users, bool idle) {
   return b;
 }
 
-TEST(Format2MemoryTest, EveryPatternMeetsIssue15sTarget) {
+TEST(Format2MemoryTest, EveryPatternMeetsItsMemoryTarget) {
   for (bool idle : {false, true}) {
     for (Pattern p : kAllPatterns) {
       const Bytes b = UserBytes(p, 20, idle);
       std::printf(
-          "%-36s %-7s %8.1f B/user (ceiling %zu, issue %zu), worst user "
+          "%-36s %-7s %8.1f B/user (ceiling %zu, target %zu), worst user "
           "%.0f (ceiling %zu)\n",
           PatternName(p), idle ? "idle" : "written", b.mean,
-          CeilingBytes(p, idle), IssueTarget(p), b.worst,
+          CeilingBytes(p, idle), TargetBytes(p), b.worst,
           WorstUserCeilingBytes(p, idle));
       const char* when = idle ? " idle" : " written";
       const bool spread_written = !idle && (p == Pattern::kSpread20PerCall ||
                                             p == Pattern::kSpread1PerCall);
       if (!spread_written) {
-        EXPECT_LE(b.mean, IssueTarget(p)) << PatternName(p) << when;
+        EXPECT_LE(b.mean, TargetBytes(p)) << PatternName(p) << when;
       }
       EXPECT_LE(b.mean, CeilingBytes(p, idle)) << PatternName(p) << when;
       EXPECT_LE(b.worst, WorstUserCeilingBytes(p, idle))
@@ -155,12 +158,13 @@ TEST(Format2MemoryTest, TheLightUserIsUnder100BytesEvenAlone) {
 }
 
 // A user growing to 10,000 items, 20 per call over 29 days in order (not
-// in issue 15's table: 2,000 is): the growth ladder must not run away.
+// one of the target's patterns: 2,000 is): the growth ladder must not run
+// away.
 // Before the first run's share was capped (kFirstRunShare) its 655 items at
 // 2^-17 took half of delta and this user cost 21,741 B (17.4 bits/item);
 // 14,749 B since (20 users; scratch harness, docs/format2-design.md), and
-// 14,234.0 B here (5 users, 2026-11-26, f2first). The ceiling: that + 0.5%,
-// below issue 15's RedisBloom figure at 5,000 items scaled linearly to 10,000
+// 14,234.0 B here (5 users, 2026-11-26). The ceiling: that + 0.5%,
+// below the target's RedisBloom figure at 5,000 items scaled linearly to 10,000
 // (14,048 B, an extrapolation) + 10%, the ceiling before. A sizing rule that
 // spends the budget of the slices that come next shows here first (a quiet
 // seal at 0.9 of what the newest slice's growth leaves: 14,846 B).

@@ -194,8 +194,8 @@ TEST(GoldenVectorsFormat1Test, FilterViewPassesTheFormat1FilesAsStored) {
   EXPECT_GT(checked, 3000);
 }
 
-// The vectors cover what the issue asks for: some answers true, some false,
-// and the maximum segment count.
+// The vectors cover what an independent decoder must get right: some
+// answers true, some false, and the maximum segment count.
 TEST_F(GoldenVectorsTest, VectorsCoverBothAnswersAndTheMaximumGeometry) {
   size_t max_slices = 0, max_segments = 0, max_runs_per_slice = 0;
   uint64_t max_universe = 0;

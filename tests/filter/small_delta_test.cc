@@ -1,10 +1,10 @@
 // FP <= delta for every user at every moment of its growth, at every delta
-// the policy allows (issue 15; RunSizing::kReservedItems). Fixed seeds,
+// the policy allows (RunSizing::kReservedItems). Fixed seeds,
 // checked after EVERY write: the union bound F within delta while the user
 // holds at most the guaranteed count, F <= A + N * 2^-32 always (the bound
 // the overflow reserve keeps past it), and no false negative.
 //
-// Session 7's gap: at delta = 1e-4 the ManyRuns pattern (each slice's calls
+// Why: at delta = 1e-4 the ManyRuns pattern (each slice's calls
 // in a burst at its span's end: every run is outgrown) reached F =
 // 1.00001e-4 at 20,720 items. Its later runs start at b = 26 there (19 at
 // 1%), the first two slices' ladders spent 92% of the budget on their
@@ -28,7 +28,7 @@ namespace {
 // Relative slack for floating-point sums of n/U.
 constexpr double kSlack = 1e-12;
 
-// The deltas: issue 15's 1%, smaller surfaces, and the smallest the policy
+// The deltas: the default 1%, smaller surfaces, and the smallest the policy
 // accepts (FilterPolicy::Create: fp_rate in [1e-6, 0.5]).
 constexpr double kDeltas[] = {1e-2, 1e-3, 1e-4, 1e-5, 1e-6};
 

@@ -147,9 +147,9 @@ TEST(UserFilterTablesTest, EveryFieldComesBackExactly) {
 // budget is spent, every write opens a run at half of what is left, and a
 // 50,000-item user written slice by slice, 20 per call, opened 256 in one
 // slice before Record capped a slice at kMaxRunsPerSlice. Their count must
-// survive the head (it did not survive the u8 SliceMeta::num_runs of branch
-// f2mem: the slice's 256th run wrapped the count to 0, every item of the
-// slice a false negative), the cap must hold, and the filter must round-trip
+// survive the head (it did not survive an earlier u8 SliceMeta::num_runs:
+// the slice's 256th run wrapped the count to 0, every item of the slice a
+// false negative), the cap must hold, and the filter must round-trip
 // through its parts (a snapshot: FromParts refused more than 12 runs).
 TEST(UserFilterTablesTest, ASliceWithManyRunsKeepsThemAll) {
   const FilterPolicy p = DefaultPolicy();
@@ -220,8 +220,8 @@ TEST(UserFilterTablesTest, SealIdleWaitsForTheIdleTime) {
 // The newest slice is sealed only once the wall clock is past its span: a
 // person idle for an hour between sessions comes back to the same slice,
 // and a run sealed at the count of its first sessions could not take the
-// next ones' items (docs/format2-design.md, "Where it loses", 6). The older
-// slices of the same idle user are sealed meanwhile.
+// next ones' items (docs/format2-design.md, "Sizing policy", the idle
+// seal). The older slices of the same idle user are sealed meanwhile.
 TEST(UserFilterTablesTest, SealIdleLeavesTheNewestSliceOpenUntilItsSpanEnds) {
   const FilterPolicy p = DefaultPolicy();
   std::mt19937_64 rng(5);

@@ -1,4 +1,4 @@
-// ExposureLogProducer (issue 16, M2) against librdkafka's mock cluster, no
+// ExposureLogProducer against librdkafka's mock cluster, no
 // server: every message lands in the partition its key's owners consume,
 // every call's callback runs exactly once (OK or naming its failures), from
 // concurrent callers too, and Close answers the calls still waiting. Waits
@@ -118,7 +118,7 @@ TEST_F(ExposureLogProducerTest, MessagesLandInTheirKeysPartitionWithTheOp) {
   const std::vector<Read> got = ReadAll(21);
   ASSERT_EQ(got.size(), 21u);
   int deletes = 0;
-  // The call's token (issue 16, M3): per partition, the offset of its last
+  // The call's token: per partition, the offset of its last
   // message there, as a reader of the topic sees it.
   WrittenOffsets last_read;
   for (const Read& r : got) {

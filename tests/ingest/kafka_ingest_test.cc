@@ -1,5 +1,5 @@
-// The Kafka consumer against librdkafka's mock cluster on loopback (issue
-// 7): real protocol, the real server in-process. Records what it consumes
+// The Kafka consumer against librdkafka's mock cluster on loopback: real
+// protocol, the real server in-process. Records what it consumes
 // through the RecordExposure path, skips and counts bad messages, keeps its
 // offsets durable with the data and resumes from them, commits to the
 // consumer group only what is durable, and refuses a topic whose partition

@@ -1,4 +1,4 @@
-// Decoding Kafka messages into exposures (issue 7): each format, and each
+// Decoding Kafka messages into exposures: each format, and each
 // reason a message is skipped before validation.
 #include "src/ingest/kafka_message_decoder.h"
 

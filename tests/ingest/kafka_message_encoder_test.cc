@@ -1,4 +1,4 @@
-// Encoding replicated writes as exposure-topic messages (issue 16, M2): each
+// Encoding replicated writes as exposure-topic messages: each
 // format round-trips through the consumer's decoder, the request format
 // groups a call by user, the formats without a surface refuse another one,
 // and a delete or trace record decodes only as one of its key's user.

@@ -1,4 +1,4 @@
-// PartitionLagTracker (issue 16, M3): the lag definition of
+// PartitionLagTracker: the lag definition of
 // src/ingest/partition_lag.h, with made-up times (no Kafka, no clock).
 #include "src/ingest/partition_lag.h"
 

@@ -55,8 +55,8 @@ void ReplicatedClusterTest::StartAll() {
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", servers_.back()->port()),
                             grpc::InsecureChannelCredentials())));
   }
-  // Replicated servers serve reads only once caught up with the log
-  // (issue 16, M3): a test's first read must not race that.
+  // Replicated servers serve reads only once caught up with the log (the
+  // lag gate): a test's first read must not race that.
   for (int32_t r = 0; r < kReplicas; ++r) {
     ASSERT_TRUE(WaitFor([&] { return servers_[r]->readiness().serving(); }))
         << "replica " << r << " never caught up";

@@ -1,7 +1,8 @@
-// The shared fixture of the replication tests (issue 16): librdkafka's mock
+// The shared fixture of the replication tests: librdkafka's mock
 // cluster with one topic, and N = 3 real servers in-process, P = 6, R = 2,
-// each with its own data dir. replicated_ingest_test.cc (placement, M1) and
-// replicated_writes_test.cc (writes through the log, M2) both use it.
+// each with its own data dir. replicated_ingest_test.cc (placement),
+// replicated_writes_test.cc (writes through the log) and
+// replicated_reads_test.cc (lag-gated reads) use it.
 #ifndef EXPOSURE_FILTER_TESTS_INGEST_REPLICATED_CLUSTER_TEST_BASE_H_
 #define EXPOSURE_FILTER_TESTS_INGEST_REPLICATED_CLUSTER_TEST_BASE_H_
 
@@ -50,7 +51,7 @@ class ReplicatedClusterTest : public ::testing::Test {
   ServerConfig Config(int32_t ordinal);
   // Starts the kReplicas servers with Config(r) (as edited by `edit`, if
   // set) and a stub for each, and waits until each serves reads (caught up
-  // with the log, issue 16 M3).
+  // with the log).
   void StartAll();
   // FilterRecalled of `item` for `user` on replica r: its status, and in
   // *removed whether the item was filtered (the copy holds the exposure).

@@ -1,5 +1,5 @@
-// Replication factor 2 (issue 16, milestone 1: placement) against
-// librdkafka's mock cluster, real servers in-process: with P = 6, N = 3,
+// Replication factor 2, placement: against librdkafka's mock cluster, real
+// servers in-process: with P = 6, N = 3,
 // R = 2 each replica consumes the 4 partitions it is one of the 2 owners of,
 // every exposure produced to the topic is applied by both owners of its
 // user, each replica commits its progress to a consumer group of its own

@@ -1,5 +1,5 @@
-// Lag-gated reads and read-your-writes (issue 16, milestone 3) against
-// librdkafka's mock cluster, three real servers in-process (P = 6, N = 3,
+// Lag-gated reads and read-your-writes against librdkafka's mock cluster,
+// three real servers in-process (P = 6, N = 3,
 // R = 2). A copy that cannot apply the log (its disk refuses the writes,
 // so its consumer stalls) or is replaying it after a restart reports
 // NOT_SERVING and answers reads UNAVAILABLE naming the lag and partition,

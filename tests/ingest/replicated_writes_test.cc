@@ -1,5 +1,5 @@
-// Replicated writes (issue 16, milestone 2) against librdkafka's mock
-// cluster, three real servers in-process (P = 6, N = 3, R = 2): a
+// Replicated writes against librdkafka's mock cluster, three real servers
+// in-process (P = 6, N = 3, R = 2): a
 // RecordExposure, DeleteUser, AddTracedUsers or RemoveTracedUsers sent to
 // either owner of a user is produced
 // to the exposure topic, answered OK only once Kafka acknowledged it, and

@@ -1,4 +1,4 @@
-// Kafka consumer offsets (issue 7) are durable with the data: the optional
+// Kafka consumer offsets are durable with the data: the optional
 // log record, the snapshot metadata entry, recovery that merges them, and
 // the snapshot cut that never stores offsets ahead of the data it covers.
 #include <string>

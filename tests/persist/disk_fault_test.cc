@@ -1,4 +1,4 @@
-// Disk faults injected under the write-ahead log and snapshots (issue 8):
+// Disk faults injected under the write-ahead log and snapshots:
 // ENOSPC part-way through a write, EIO from fdatasync, under each fsync
 // policy. What must hold: a failed batch is never acknowledged, the log
 // refuses commits until a snapshot covers the poisoned segment and then
@@ -80,7 +80,7 @@ class DiskFaultTest : public ::testing::Test {
   }
   // Polls the log's state; the background threads act on their own period.
   // The deadline only bounds a broken run: generous, as TSan on a loaded
-  // machine runs them late (issue 20).
+  // machine runs them late.
   template <typename Pred>
   static bool WaitFor(Pred pred) {
     const absl::Time deadline = absl::Now() + absl::Seconds(120);
@@ -140,7 +140,7 @@ TEST_F(DiskFaultTest, PartialWriteIsNotAcknowledgedAndTheLogRecoversInPlace) {
     EXPECT_EQ(l->d->stats().wal.recoveries, 1u);
     // The log turns writable as the recovery snapshot lands, a moment
     // before the snapshot is counted: wait for the count (an exact read
-    // here failed in a repeated run on a loaded machine; issue 20).
+    // here failed in a repeated run on a loaded machine).
     EXPECT_TRUE(WaitFor([&] { return l->d->stats().snapshots_written >= 1u; }));
     EXPECT_EQ(l->d->stats().snapshots_written, 1u);
     EXPECT_TRUE(l->d->stats().wal_writable);

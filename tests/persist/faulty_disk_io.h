@@ -4,7 +4,7 @@
 // Rules match on a substring of the file's path ("wal-", "snapshot-").
 // Thread-safe: the log's leaders and the snapshot thread call it at once.
 //
-// It also models the page cache (issue 19): it remembers, per file, how
+// It also models the page cache: it remembers, per file, how
 // many bytes the last successful fdatasync covered, and PowerLoss() copies
 // a data directory as a power cut would leave it: written-but-unsynced
 // bytes gone. A kill -9 loses nothing from the page cache, so only this

@@ -1,4 +1,4 @@
-// Upgrade (issue 15): a data directory written by the previous release's
+// Upgrade: a data directory written by the previous release's
 // server -- format-1 snapshot user records and a write-ahead log tail --
 // loads with every user kept and the same answers. The directory is
 // tests/testdata/format1_datadir/, made by that release's own binary with

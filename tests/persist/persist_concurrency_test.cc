@@ -55,7 +55,7 @@ TEST(PersistConcurrencyTest, CommittedWritesSurviveConcurrentSnapshots) {
     // The writers start once the first snapshot has, and the snapshotter
     // takes at least one: `snapshots_written > 0` holds on a machine of any
     // speed (a scheduler that ran every writer before the snapshotter's
-    // first call left it at 0; issue 20).
+    // first call left it at 0).
     absl::Notification snapshotting;
     std::thread snapshotter([&] {
       do {

@@ -1,4 +1,4 @@
-// Traced users survive restarts (issue 6): the trace log records' codec,
+// Traced users survive restarts: the trace log records' codec,
 // the snapshot carrying TraceLog::Export(), log replay of every trace
 // change, no entry replayed twice across a snapshot, and the traced_since
 // reset when recovery cannot vouch for the trace.

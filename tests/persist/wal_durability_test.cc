@@ -1,4 +1,4 @@
-// What each --fsync policy promises about an acknowledged write (issue 19),
+// What each --fsync policy promises about an acknowledged write,
 // checked on the disk seam (faulty_disk_io.h) rather than on the log's own
 // bookkeeping: real fdatasync calls on the segment file, the bytes they
 // covered, and what a power cut would leave (the seam drops written but

@@ -1,4 +1,4 @@
-// The audit interceptor (issue 21) reads an admin call's request from the
+// The audit interceptor reads an admin call's request from the
 // call's message holder, whichever way the method is registered: the
 // generated typed callback handler (the service today) or a raw one that
 // receives the bytes and parses them itself (how a service answers

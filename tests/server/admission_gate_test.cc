@@ -1,4 +1,4 @@
-// AdmissionGate (issue 8): the server's own overload limits, in-process.
+// AdmissionGate: the server's own overload limits, in-process.
 #include "src/server/admission_gate.h"
 
 #include <prometheus/metric_family.h>

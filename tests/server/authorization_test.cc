@@ -1,4 +1,4 @@
-// Authorization (issue 21) below the transport: the --authz_policy parser,
+// Authorization below the transport: the --authz_policy parser,
 // the RPC -> role table, RpcAuthorizer's decisions and messages, the denial
 // counters, the audit line's format, and the flags. The handshakes, the
 // real certificates and the audit lines of a running server are tested end

@@ -260,7 +260,7 @@ class CancellationTest : public ::testing::Test {
   }
 
   // Polls until the server has released every call; the deadline only
-  // bounds a leak and is generous for ASan on a loaded machine (issue 20).
+  // bounds a leak and is generous for ASan on a loaded machine.
   void ExpectInFlightReturnsTo(int64_t baseline) {
     const absl::Time deadline = absl::Now() + absl::Seconds(120);
     while (server_->grpc_metrics().InFlight() != baseline &&
@@ -291,7 +291,7 @@ TEST_F(CancellationTest, AbandonedCallsOfEveryRpcReleaseEverything) {
   ExpectInFlightReturnsTo(0);
   // The server saw (most of) the calls: the storm reached it. Some calls
   // cancelled or expired client-side never reach the server at all.
-  // Margin (issue 20): one of 200 calls suffices (100 cancelled right after
+  // Margin: one of 200 calls suffices (100 cancelled right after
   // their start, 100 with a 1 ms deadline); a slow client loses more of
   // those races, all 200 of them only if the storm never ran. The verdicts
   // that matter (gauge, store, heap) do not depend on how many got through.

@@ -1,5 +1,5 @@
 // The real server on a real filesystem that fills up or turns read-only
-// while it serves (issue 8). A tmpfs mounted by the test is the data_dir;
+// while it serves. A tmpfs mounted by the test is the data_dir;
 // mounting needs root (CI runs as root), so elsewhere these tests skip.
 //
 // What must hold: writes answer UNAVAILABLE naming the error and the path;
@@ -244,7 +244,7 @@ class DiskFaultServerTest : public ::testing::Test {
   }
   // Polls `pred` until it holds or kPatience has passed: the server retries
   // a failed log every second on its own; the deadline only bounds a broken
-  // run and is generous for sanitizer builds on a loaded machine (issue 20).
+  // run and is generous for sanitizer builds on a loaded machine.
   template <typename Pred>
   bool WaitFor(Pred pred) {
     const absl::Time deadline = absl::Now() + absl::Seconds(120);

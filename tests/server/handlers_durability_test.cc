@@ -1,4 +1,4 @@
-// The RPC edge's durability promise (issue 19): RecordExposure answers OK
+// The RPC edge's durability promise: RecordExposure answers OK
 // only once the write-ahead log holds the write. Checked on the log file
 // itself, right after the answer: no close, snapshot or sync thread has
 // written it (snapshots are off, and under always and never no thread

@@ -524,7 +524,7 @@ TEST_F(ExposureFilterHandlersTest,
   EXPECT_THAT(ServerStats().surface_stats(), IsEmpty());
 }
 
-// accepted_formats (issue 15): empty = an older client, it gets format 2 and
+// accepted_formats: empty = an older client, it gets format 2 and
 // its decoder names the version; a list with 2 gets it; a list without 2 is
 // refused naming both versions, with no bytes.
 TEST_F(ExposureFilterHandlersTest, GetFilterHonoursAcceptedFormats) {

@@ -104,7 +104,7 @@ TEST(GrpcServerMetricsTest, KnownMethodsFromDescriptorsUnknownPooled) {
   }
 }
 
-// Issue 8: in flight from Started() until the call is released, whether or
+// In flight from Started() until the call is released, whether or
 // not a status was sent first (a client gone before the handler answered).
 TEST(GrpcServerMetricsTest, InFlightCountsCallsUntilReleased) {
   (void)exposure::v1::FilterRecalledRequest::descriptor();

@@ -1,4 +1,4 @@
-// Operations flags (issue 10): admin port, memory ceiling, shutdown delay,
+// Operations flags: admin port, memory ceiling, shutdown delay,
 // keepalive. Flags and the environment are process-global: every test
 // restores both.
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// Overload protection flags (issue 8): defaults, environment overrides,
+// Overload protection flags: defaults, environment overrides,
 // validation. Flags and the environment are process-global: every test
 // restores both.
 #include <cstdint>

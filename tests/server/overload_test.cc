@@ -1,4 +1,4 @@
-// Overload (issue 8): the real exposure-filter-server binary, started with
+// Overload: the real exposure-filter-server binary, started with
 // small overload limits, flooded by 200 concurrent callers each sending
 // maximum-size requests (RecordExposure and FilterRecalled of
 // --max_candidates_per_request keys of --max_id_bytes bytes), far more than
@@ -184,7 +184,7 @@ bool Shed(const grpc::Status& s) {
 // within its callers' 120 s deadlines and frees the server, so a probe that
 // is only ever shed fails here, but not one that a slow (ASan, loaded)
 // server kept shedding for longer than a fixed count of attempts would
-// allow (issue 20: 100 attempts 20 ms apart were ~2 s). Returns the last
+// allow (100 attempts 20 ms apart were ~2 s). Returns the last
 // status.
 template <typename Call>
 grpc::Status RetryShed(Call&& call) {

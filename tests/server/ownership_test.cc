@@ -1,4 +1,4 @@
-// Scale-out (issue 7): a partitioned replica serves only its own users.
+// Scale-out: a partitioned replica serves only its own users.
 // Every RPC naming a user answers FAILED_PRECONDITION for another replica's
 // user (field, partition and owner named, the OwnerHint payload attached),
 // a mixed RecordExposure writes nothing, unpartitioned handlers are
@@ -206,7 +206,7 @@ TEST_F(OwnershipHandlersTest, ServerStatsShowThePartitionsOwned) {
   EXPECT_THAT(resp.owned_partitions(), ElementsAre(1, 4, 7, 10));
 }
 
-// Issue 16: with R = 2 replica 1 also serves the users of the partitions it
+// With R = 2 replica 1 also serves the users of the partitions it
 // is owner 1 of (p mod 3 == 0), refuses the rest naming both owners, and the
 // hint carries R; with R = 1 the hint's text is what it always was.
 TEST(ReplicatedGateTest, OwnerOneServesAndForeignUsersNameEveryOwner) {

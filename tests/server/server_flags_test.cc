@@ -127,7 +127,7 @@ TEST_F(ServerFlagsTest, NonPositiveLimitsAreErrors) {
               HasSubstr("--sweep_interval"));
 }
 
-// Issue 16: --replication_factor, default 1 (today's layout), from the
+// --replication_factor, default 1 (no copies), from the
 // environment like every cluster flag, validated naming the flags.
 TEST_F(ServerFlagsTest, ReplicationFactorIsValidatedNamingTheFlags) {
   {
@@ -159,7 +159,7 @@ TEST_F(ServerFlagsTest, ReplicationFactorIsValidatedNamingTheFlags) {
               HasSubstr("--replication_factor must be >= 1"));
 }
 
-// Issue 16, M3: --max_serving_lag, default 1s, 0 turns the gate off, from
+// --max_serving_lag, default 1s, 0 turns the gate off, from
 // the environment like the rest; negative is refused naming the flag.
 TEST_F(ServerFlagsTest, MaxServingLagIsValidatedNamingTheFlag) {
   {

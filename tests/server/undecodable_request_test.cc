@@ -1,6 +1,6 @@
 // Requests that do not parse, sent as raw bytes through a generic stub to the
 // real server in-process, for every method exposure.v1.ExposureFilter
-// declares (issue 17): each answers INVALID_ARGUMENT naming the request type
+// declares: each answers INVALID_ARGUMENT naming the request type
 // and the defect (not gRPC's UNIMPLEMENTED with an empty message), counts
 // under its method and code in grpc_server_handled_total, and changes
 // nothing; the server keeps serving well-formed calls.

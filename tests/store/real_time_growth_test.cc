@@ -1,4 +1,4 @@
-// Issue 15's spread users growing in real time through the store: 2,000 items
+// The spread users growing in real time through the store: 2,000 items
 // over 29 days in 3-4 sessions a day at random hours
 // (tests/common/session_schedule.h), the store's clock following the event
 // times and its sweeper (DropExpired) running every minute of it, as the
@@ -144,20 +144,23 @@ void GrowInRealTime(size_t per_call, Growth* g, int days = 29,
   }
 }
 
-// Ceilings: issue 15's target is 2,888 B (RedisBloom at 2,000 items), met
-// since branch f2late: the bytes measured (2026-11-26, 4 users) + 0.5%,
-// both under the target. The sweeper seals the newest slice only once its
-// span has ended (UserFilter::SealIdle), and its runs are sized from the
-// user's rate, at 0.9 of what is left once the older slices are sealed
-// (RunSizing::NewOpenRun). Peak 2,866 / 2,871 B here, 2,868 / 2,870 B in
-// memory_bench (BM_Issue15RealTime, 300 users); before f2late 3,207 /
-// 3,198 B here: the idle seal of a still-filling newest slice fragmented
-// it (docs/format2-design.md, "Where it loses", 6). Branch f2first (seals
-// at L + 1 slices, the newest run re-truncated once the older slices are
-// sealed): peak 2,853.8 / 2,872.2 B here, 2,857 / 2,864 in memory_bench.
-// Worst single user (the largest bytes any of the 4 reached, 2026-11-26,
-// branch f2first): 2,877 / 2,892 B (f2rate: 2,877 / 2,886), ceilings that
-// + 0.5%; memory_bench's 300 users reach 2,918 / 2,907 (user_peak_B_max).
+// Ceilings: the target is 2,888 B (below RedisBloom at 2,000 items,
+// docs/format2-design.md, "The problem"): the bytes measured (2026-11-26,
+// 4 users) + 0.5%, both under the target. The sweeper seals the newest
+// slice only once its span has ended (UserFilter::SealIdle), and its runs
+// are sized from the user's rate, at 0.9 of what is left once the older
+// slices are sealed (RunSizing::NewOpenRun). With those two rules: peak
+// 2,866 / 2,871 B here, 2,868 / 2,870 B in memory_bench
+// (BM_ArrivalPatternsRealTime, 300 users); before them 3,207 / 3,198 B
+// here: the idle seal of a still-filling newest slice fragmented it
+// (docs/format2-design.md, "Sizing policy", the idle seal; "Measured and
+// rejected", the idle seal never takes the newest slice). With the seals
+// at L + 1 slices and the newest run re-truncated once the older slices
+// are sealed as well: peak 2,853.8 / 2,872.2 B here, 2,857 / 2,864 in
+// memory_bench. Worst single user (the largest bytes any of the 4
+// reached, 2026-11-26, with every rule above): 2,877 / 2,892 B (2,877 /
+// 2,886 before the L + 1 seals), ceilings that + 0.5%; memory_bench's 300
+// users reach 2,918 / 2,907 (user_peak_B_max).
 TEST(RealTimeGrowthTest, TwentyPerCallStaysWithinDeltaAndTheCeiling) {
   Growth g;
   ASSERT_NO_FATAL_FAILURE(GrowInRealTime(20, &g));
@@ -178,14 +181,15 @@ TEST(RealTimeGrowthTest, OnePerCallStaysWithinDeltaAndTheCeiling) {
   EXPECT_LE(g.worst_peak_bytes, 2892 * 1.005);
 }
 
-// A steady user (not in issue 15's table): 70 items a day, 20 per call, for
-// 90 days, aged as the store does (slices past the 30-day window dropped by
-// the sweeper). Its bytes peak at 3,815 B (mean of the 4 users' peaks,
-// 2026-11-26, branch f2first; 3,815 B on f2late, 4,038 B before), 2,994 B
-// two hours after its last write (f2late: 2,957); the compressed replay
-// (format2-design.md, session 7's levers) measured 3,590 B written.
-// Regression ceiling: that peak + 0.5%; the worst of the 4 users 3,699 B
-// (2026-11-26, branch f2first; 3,860 on f2rate) + 0.5%.
+// A steady user (not one of the target's patterns; docs/format2-design.md,
+// "Known limits"): 70 items a day, 20 per call, for 90 days, aged as the
+// store does (slices past the 30-day window dropped by the sweeper). Its
+// bytes peak at 3,815 B (mean of the 4 users' peaks, 2026-11-26; the same
+// before the L + 1 seals, 4,038 B before the newest slice waited for its
+// span's end), 2,994 B two hours after its last write (2,957 before the
+// L + 1 seals); the compressed replay (every call at once) measured 3,590
+// B written. Regression ceiling: that peak + 0.5%; the worst of the 4
+// users 3,699 B (2026-11-26; 3,860 before the L + 1 seals) + 0.5%.
 TEST(RealTimeGrowthTest, ASteadyUserOver90DaysStaysWithinDeltaAndTheCeiling) {
   Growth g;
   ASSERT_NO_FATAL_FAILURE(GrowInRealTime(20, &g, 90, 6300));

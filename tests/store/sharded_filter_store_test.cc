@@ -201,9 +201,10 @@ TEST_P(ShardedFilterStoreTest, ATinyUserCostsOneBlockPlusPackedTablesAllIn) {
   std::optional<UserFilterStats> stats =
       store_->GetUserStats(*home_, "user-1234");
   ASSERT_TRUE(stats.has_value());
-  // Format 2 (issue 15): 20 items in one run of 2^17 (~36 B of codes),
+  // Format 2: 20 items in one run of 2^17 (~36 B of codes),
   // the 11-byte key, ~20 B of varint tables and the 16-byte header, in one
-  // allocation; all-in with the map slot under issue 15's 100 B.
+  // allocation; all-in with the map slot under the light user's 100 B
+  // target (docs/format2-design.md, "Sizing policy").
   EXPECT_EQ(ShardedFilterStore::EntryOverheadBytes(), sizeof(void*) + 1);
   EXPECT_LE(stats->bytes, 100u);
   EXPECT_GE(stats->bytes, 16u + 11 + 36 + sizeof(void*) + 1);

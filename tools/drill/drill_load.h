@@ -1,4 +1,4 @@
-// The load half of the failover drill (issue 16, M5; docs/scale-out.md
+// The load half of the failover drill (docs/scale-out.md
 // "Failover drill"): a continuous mix of RecordExposure and FilterRecalled
 // through the RoutingClient, the way a recall server and an exposure logger
 // would send them, while the harness (tests/e2e/test_failover.py,
@@ -11,8 +11,8 @@
 //  - every exposure an owner acknowledged (OwnerWrite::status OK), and only
 //    those: an unacknowledged write is the caller's to resend, not a loss;
 //  - reads that missed an item acknowledged more than `stale_after` earlier
-//    (a copy serving before it caught up; counted, not a failure: M3 gates
-//    those reads);
+//    (a copy serving before it caught up; counted, not a failure: the lag
+//    gate refuses those reads);
 //  - freshness samples: a probe write acknowledged -> filtered on EVERY
 //    owner, polled directly (replicated_write_bench's method); a sample
 //    during which an owner did not answer is dropped and counted.

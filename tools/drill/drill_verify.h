@@ -1,4 +1,4 @@
-// The check half of the failover drill (issue 16, M5): after the run, every
+// The check half of the failover drill: after the run, every
 // acknowledged exposure must be filtered on EVERY owner of its user, asked
 // directly (no routing, no failover), with the server's own placement
 // (src/cluster/replica_ownership). A copy still catching up gets until

@@ -1,4 +1,4 @@
-// failover-drill: load and check for the failover drill (issue 16, M5).
+// failover-drill: load and check for the failover drill.
 //
 //   failover-drill --mode=load --route=A0,A1,A2 --partitions=12
 //       --replication_factor=2 --acked_out=acked.tsv --calls_out=calls.csv

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/testdata/format1_datadir/: a data directory made by the
 PREVIOUS release's server (format-1 snapshot user records and WAL), for the
-upgrade test tests/persist/format1_upgrade_test.cc (issue 15).
+upgrade test tests/persist/format1_upgrade_test.cc.
 
     # the previous release's server, from its own sources:
     git archive 7116582 | tar -x -C OLD_SRC   # in this repository

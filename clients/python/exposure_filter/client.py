@@ -66,7 +66,7 @@ def connect(target, credentials=None, **retry):
     """A channel to `target` with the retry policy (see retry_service_config)."""
     # Reconnect after a failed connection within 100 ms, then at most every
     # second (gRPC's defaults: 1 s growing to 120 s): a restarted replica is
-    # reachable again soon enough for failover (issue 16; the C++
+    # reachable again soon enough for failover (the C++
     # ClientOptions::max_reconnect_backoff says why).
     options = [("grpc.service_config", retry_service_config(**retry)),
                ("grpc.enable_retries", 1),
@@ -178,7 +178,7 @@ class RoutingClient:
     replica). A FAILED_PRECONDITION with an owner hint raises RoutingError
     saying what is misconfigured.
 
-    Replication (issue 16): with `replication_factor` R each user has R
+    Replication: with `replication_factor` R each user has R
     owners, owner i = (partition + i) % N. A call goes to owner 0 first and
     fails over to the next owner, inside one deadline of `timeout_s`
     (default: replica 0's client's), when a try ends in UNAVAILABLE
@@ -191,7 +191,7 @@ class RoutingClient:
     on with the owners not tried yet. stats() counts failovers, hedges,
     placement updates and failed tries per replica. Thread-safe.
 
-    Read-your-writes (issue 16, M3; docs/scale-out.md "Consistency"): a
+    Read-your-writes (docs/scale-out.md "Consistency"): a
     replicated server answers a write with the Kafka offsets it got
     (`written_offsets`; `written_offsets(results)` merges a routed
     record_exposure's). A read given them as `min_offsets=` sends them; an

@@ -5,7 +5,7 @@ include/exposure_filter/partitioning.h computes it:
     replica   = partition % N                               # StatefulSet ordinal
     owner i   = (partition + i) % N,  i = 0 .. R-1          # replication R
 
-With replication factor R (issue 16) owner 0 is `replica` above, the
+With replication factor R owner 0 is `replica` above, the
 preferred copy, and owners 1..R-1 follow on the next ordinals, wrapping.
 
 murmur2 is Kafka's (org.apache.kafka.common.utils.Utils.murmur2): MurmurHash2,

@@ -66,7 +66,7 @@ class Murmur2Test(unittest.TestCase):
             replica_for_user("u", 2, 3)
 
     def test_agrees_with_the_cpp_placement_vectors(self):
-        # Replication (issue 16): the same file cluster_partitioning_vectors_test
+        # Replication: the same file cluster_partitioning_vectors_test
         # pins the C++ OwnersOfPartition / PartitionsOfReplica to.
         path = os.path.join(TESTDATA, "partitioning", "placement_vectors.tsv")
         owners_checked = owned_checked = 0
@@ -102,7 +102,7 @@ class Murmur2Test(unittest.TestCase):
             partitions_of_replica(0, 12, 3, 0)
 
     def test_owner_hint_carries_the_replication_factor(self):
-        # Issue 16: a replicated server appends replication_factor=R to
+        # A replicated server appends replication_factor=R to
         # x-exposure-owner; the Python decoder keeps it (a missing key means 1).
         from exposure_filter.client import owner_hint
         hint = owner_hint(_Refusal([(

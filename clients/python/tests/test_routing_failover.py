@@ -1,4 +1,4 @@
-"""RoutingClient failover and hedging (issue 16 M4) against three scripted
+"""RoutingClient failover and hedging against three scripted
 gRPC replicas in this process (P = 12, N = 3, R = 2): a user whose owner 0 is
 replica 0 has owners [0, 1]. One owner answering UNAVAILABLE, one hanging
 past the per-try timeout, one unreachable port: the call succeeds on the
@@ -74,7 +74,7 @@ class _Replica:
     def _filter_recalled(self, request, context):
         self.min_offsets.append(dict(request.min_offsets))
         if self.mode == "behind" and request.min_offsets:
-            # A copy that has not applied the offsets (issue 16, M3).
+            # A copy that has not applied the offsets.
             with self._lock:
                 self.calls += 1
             context.abort(grpc.StatusCode.UNAVAILABLE, "min_offsets: behind")

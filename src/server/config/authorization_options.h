@@ -1,4 +1,4 @@
-// AuthorizationOptions (issue 21): who may call which RPC, and how admin
+// AuthorizationOptions: who may call which RPC, and how admin
 // calls are audited. Flags --authz_policy and --audit_hash_user_ids
 // (server_flags.cc); docs/operations.md "Authorization".
 #ifndef EXPOSURE_FILTER_SRC_SERVER_CONFIG_AUTHORIZATION_OPTIONS_H_

@@ -29,7 +29,7 @@ struct RequestLimits {
   absl::Duration max_future_skew = absl::Minutes(5);
 };
 
-// gRPC HTTP/2 keepalive and connection-lifetime settings (issue 10); see
+// gRPC HTTP/2 keepalive and connection-lifetime settings; see
 // docs/operations.md. Durations of zero or infinity turn a setting off.
 struct KeepaliveOptions {
   // The server pings a connection idle this long, and drops it when the
@@ -52,7 +52,7 @@ struct KeepaliveOptions {
   absl::Duration max_connection_age_grace = absl::InfiniteDuration();
 };
 
-// Transport security of the serving port (issue 10: TLS/mTLS). Empty
+// Transport security of the serving port (TLS/mTLS). Empty
 // cert_file means plaintext, the quick-start default on localhost.
 struct TlsOptions {
   std::string cert_file;       // PEM server certificate chain
@@ -73,7 +73,7 @@ inline const char* TlsModeName(const TlsOptions& tls) {
   return tls.require_client_cert ? "mtls" : "tls+optional-client-cert";
 }
 
-// Overload protection (issue 8, docs/reliability.md "Overload"). Zero turns
+// Overload protection (docs/reliability.md "Overload"). Zero turns
 // a limit off.
 struct OverloadOptions {
   // gRPC ResourceQuota (ResourceQuota::Resize): memory gRPC may use for
@@ -101,20 +101,20 @@ struct ServerConfig {
   int max_receive_message_bytes = 64 << 20;
   absl::Duration sweep_interval = absl::Minutes(1);
   absl::Duration shutdown_grace = absl::Seconds(10);
-  // Issue 10 (TLS/mTLS): transport security of the serving port.
+  // TLS/mTLS: transport security of the serving port.
   TlsOptions tls;
-  // Issue 21: per-RPC authorization by client certificate identity (needs
+  // Per-RPC authorization by client certificate identity (needs
   // mutual TLS) and the audit of admin RPCs.
   AuthorizationOptions authorization;
-  // Performance (issue 9): HTTP/2 frame and TCP read-chunk sizes.
+  // Performance: HTTP/2 frame and TCP read-chunk sizes.
   TransportTuning transport;
-  // Reliability (issue 8): overload protection.
+  // Reliability: overload protection.
   OverloadOptions overload;
-  // Traced users (issue 6): traced from startup, and the bounds.
+  // Traced users: traced from startup, and the bounds.
   std::vector<std::string> trace_users;
   TraceLimits trace_limits;
 
-  // --- Operations (issue 10): admin port, memory ceiling, lifecycle -------
+  // --- Operations: admin port, memory ceiling, lifecycle ------------------
   // Admin HTTP (/metrics) address; "" = none. The flag defaults to
   // 127.0.0.1:9464; in-process tests leave it off.
   std::string admin_listen_address;
@@ -125,20 +125,20 @@ struct ServerConfig {
   // load balancers stop routing here before the port closes.
   absl::Duration shutdown_delay = absl::ZeroDuration();
   KeepaliveOptions keepalive;
-  // --- Durability (issue 4): write-ahead log, snapshots, recovery. ---
+  // --- Durability: write-ahead log, snapshots, recovery. ---
   // durability.data_dir empty (the default here, for in-process tests) keeps
   // everything in memory only; the --data_dir flag defaults to ./data.
   DurabilityOptions durability;
-  // --- Scale-out (issue 7): Kafka partitions, replicas, this one's ordinal.
+  // --- Scale-out: Kafka partitions, replicas, this one's ordinal.
   ClusterOptions cluster;
-  // --- Kafka ingest (issue 7): the optional consumer; off when
+  // --- Kafka ingest: the optional consumer; off when
   // kafka.brokers is empty (docs/kafka.md).
   KafkaIngestOptions kafka;
   // How replicas are reached, for "owned by" errors: "{ordinal}" is
   // replaced, e.g. "exposure-filter-{ordinal}.exposure-filter:50051";
   // "" = errors name the ordinal only.
   std::string replica_address_template;
-  // High availability (issue 16, M3): with --replication_factor >= 2 a copy
+  // High availability: with --replication_factor >= 2 a copy
   // lagging the Kafka log by more than this (docs/scale-out.md defines the
   // lag), or still replaying it after its start, reports NOT_SERVING and
   // answers reads UNAVAILABLE so clients use another owner. Zero turns the

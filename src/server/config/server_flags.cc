@@ -46,7 +46,7 @@ ABSL_FLAG(absl::Duration, sweep_interval, absl::Minutes(1),
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "on SIGTERM, how long in-flight RPCs may take to finish");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
-// Performance (issue 9): transport tuning, see docs/performance.md.
+// Performance: transport tuning, see docs/performance.md.
 ABSL_FLAG(int, http2_max_frame_size, 64 << 10,
           "grpc.http2.max_frame_size: largest HTTP/2 frame accepted "
           "(16384..16777215); a 5,000-candidate request is ~40 KB");
@@ -56,7 +56,7 @@ ABSL_FLAG(int, tcp_min_read_chunk_size, 16 << 10,
           "grpc.experimental.tcp_min_read_chunk_size");
 ABSL_FLAG(int, tcp_max_read_chunk_size, 4 << 20,
           "grpc.experimental.tcp_max_read_chunk_size");
-// --- Reliability (issue 8): overload protection, docs/reliability.md ------
+// --- Reliability: overload protection, docs/reliability.md ------------------
 ABSL_FLAG(int64_t, grpc_memory_quota_bytes, int64_t{512} << 20,
           "gRPC resource quota: memory for transport buffers (requests being "
           "received, responses being sent); under pressure gRPC shrinks "
@@ -73,7 +73,7 @@ ABSL_FLAG(int64_t, max_inflight_request_bytes, int64_t{256} << 20,
           "bytes of the request messages of the RPCs in flight; above it "
           "RPCs are answered RESOURCE_EXHAUSTED at once (0 = no limit; a "
           "larger request alone is still admitted)");
-// Traced users (issue 6: Explain, traced users, CLI).
+// Traced users (for Explain and the CLI).
 ABSL_FLAG(std::vector<std::string>, trace_users, {},
           "comma-separated user ids whose exposures are also kept exactly "
           "(item, time, surface) for Explain; more via AddTracedUsers");
@@ -82,7 +82,7 @@ ABSL_FLAG(int, trace_max_entries_per_user, 10000,
           "exact exposures kept per traced user (all surfaces); past it the "
           "oldest are dropped and counted");
 
-// --- Operations (issue 10): admin port, memory ceiling, lifecycle, keepalive
+// --- Operations: admin port, memory ceiling, lifecycle, keepalive
 ABSL_FLAG(std::string, admin_listen, "127.0.0.1:9464",
           "admin HTTP address serving Prometheus /metrics (numeric host or "
           "localhost); empty disables it");
@@ -112,7 +112,7 @@ ABSL_FLAG(absl::Duration, max_connection_age, absl::InfiniteDuration(),
           "rebalance (inf = never)");
 ABSL_FLAG(absl::Duration, max_connection_age_grace, absl::InfiniteDuration(),
           "after max_connection_age, calls in flight get this long to finish");
-// --- Durability (issue 4) ---------------------------------------------------
+// --- Durability -------------------------------------------------------------
 ABSL_FLAG(std::string, data_dir, "./data",
           "directory of the write-ahead log and snapshots (locked: one server "
           "per directory); empty keeps everything in memory only");
@@ -130,7 +130,7 @@ ABSL_FLAG(int64_t, snapshot_wal_bytes, int64_t{256} << 20,
 ABSL_FLAG(bool, strict_recovery, false,
           "refuse to start when the data_dir holds a corrupt snapshot or log "
           "record (default: start from the last good state, log an error)");
-// --- Issue 10: TLS / mutual TLS on the serving port -------------------------
+// --- TLS / mutual TLS on the serving port -----------------------------------
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain of the serving port (server certificate "
           "first); turns TLS on. Empty: plaintext");
@@ -142,7 +142,7 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, tls_require_client_cert, true,
           "with --tls_client_ca: refuse clients that present no certificate "
           "(false: verify a certificate only if one is presented)");
-// --- Issue 21: authorization by client identity, audit of admin RPCs ------
+// --- Authorization by client identity, audit of admin RPCs ------------------
 ABSL_FLAG(std::string, authz_policy, "",
           "file granting roles (read, write, admin) to client certificate "
           "identities, one \"<role>[,<role>] san:<name>|cn:<name>\" per line; "
@@ -152,7 +152,7 @@ ABSL_FLAG(std::string, authz_policy, "",
 ABSL_FLAG(bool, audit_hash_user_ids, false,
           "audit lines of admin RPCs write sha256 pseudonyms of user ids "
           "instead of the ids");
-// --- Scale-out (issue 7): partition ownership -------------------------------
+// --- Scale-out: partition ownership -----------------------------------------
 ABSL_FLAG(int32_t, partitions, 0,
           "partitions of the Kafka exposure topic (P); users are owned by "
           "partition = murmur2(user id) mod P. 0: not partitioned, this "
@@ -179,7 +179,7 @@ ABSL_FLAG(std::string, replica_address_template, "",
           "\"exposure-filter-{ordinal}.exposure-filter:50051\" (the "
           "StatefulSet's headless Service); empty: the ordinal only");
 
-// --- Kafka ingest (issue 7): the optional consumer (docs/kafka.md) ----------
+// --- Kafka ingest: the optional consumer (docs/kafka.md) --------------------
 ABSL_FLAG(std::string, kafka_brokers, "",
           "Kafka bootstrap servers (host:port,...); empty: no Kafka consumer");
 ABSL_FLAG(std::string, kafka_topic, "exposures",
@@ -215,33 +215,33 @@ constexpr const char* kEnvFlags[] = {
     "max_exposures_per_request", "max_candidates_per_request",
     "max_future_skew", "max_receive_message_bytes", "sweep_interval",
     "shutdown_grace", "log_level",
-    // Performance (issue 9).
+    // Performance.
     "http2_max_frame_size", "tcp_read_chunk_size", "tcp_min_read_chunk_size",
     "tcp_max_read_chunk_size",
-    // Operations (issue 10)
+    // Operations
     "admin_listen", "memory_limit_bytes", "shutdown_delay", "keepalive_time",
     "keepalive_timeout", "keepalive_min_client_ping_interval",
     "keepalive_max_ping_strikes", "keepalive_permit_without_calls",
     "max_connection_idle", "max_connection_age", "max_connection_age_grace",
-    // Reliability (issue 8): overload protection.
+    // Reliability: overload protection.
     "grpc_memory_quota_bytes", "max_concurrent_streams", "max_inflight_rpcs",
     "max_inflight_request_bytes",
-    // Traced users (issue 6).
+    // Traced users.
     "trace_users", "trace_max_users", "trace_max_entries_per_user",
-    // Durability (issue 4).
+    // Durability.
     "data_dir", "fsync", "fsync_interval", "snapshot_interval",
     "snapshot_wal_bytes", "strict_recovery",
-    // Issue 10: TLS / mutual TLS.
+    // TLS / mutual TLS.
     "tls_cert", "tls_key", "tls_client_ca", "tls_require_client_cert",
-    // Issue 21: authorization, audit.
+    // Authorization, audit.
     "authz_policy", "audit_hash_user_ids",
-    // Kafka ingest (issue 7).
+    // Kafka ingest.
     "kafka_brokers", "kafka_topic", "kafka_group", "kafka_format",
     "kafka_surface", "kafka_max_batch_messages", "kafka_max_batch_wait",
     "kafka_start_offset", "kafka_config", "kafka_produce_timeout",
-    // Scale-out (issue 7): partition ownership (deploy/ sets them by env).
+    // Scale-out: partition ownership (deploy/ sets them by env).
     "partitions", "replicas", "replica_ordinal", "replica_address_template",
-    // High availability (issue 16).
+    // High availability.
     "replication_factor", "max_serving_lag"};
 
 absl::Status Positive(const char* name, int value) {
@@ -256,7 +256,7 @@ absl::Status NotNegative(const char* name, absl::Duration d) {
       "--", name, " must not be negative, got ", absl::FormatDuration(d)));
 }
 
-// Operations flags (issue 10).
+// Operations flags.
 absl::Status OperationsFromFlags(ServerConfig* c) {
   c->admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
   const int64_t limit = absl::GetFlag(FLAGS_memory_limit_bytes);
@@ -294,7 +294,7 @@ absl::Status OperationsFromFlags(ServerConfig* c) {
   return absl::OkStatus();
 }
 
-// Overload protection flags (issue 8).
+// Overload protection flags.
 absl::Status OverloadFromFlags(OverloadOptions* o) {
   o->grpc_memory_quota_bytes = absl::GetFlag(FLAGS_grpc_memory_quota_bytes);
   o->max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
@@ -335,7 +335,7 @@ absl::Status ApplyEnvironmentOverrides() {
 
 namespace {
 
-// Scale-out (issue 7): --partitions, --replicas, --replica_ordinal (or the
+// Scale-out: --partitions, --replicas, --replica_ordinal (or the
 // ordinal in the StatefulSet hostname).
 absl::Status ClusterFromFlags(ClusterOptions* cluster) {
   cluster->partitions = absl::GetFlag(FLAGS_partitions);
@@ -398,7 +398,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (c.sweep_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--sweep_interval must be positive");
   }
-  // Performance (issue 9): transport tuning.
+  // Performance: transport tuning.
   c.transport.http2_max_frame_size = absl::GetFlag(FLAGS_http2_max_frame_size);
   c.transport.tcp_read_chunk_size = absl::GetFlag(FLAGS_tcp_read_chunk_size);
   c.transport.tcp_min_read_chunk_size =
@@ -408,7 +408,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
   if (absl::Status s = OperationsFromFlags(&c); !s.ok()) return s;
   if (absl::Status s = OverloadFromFlags(&c.overload); !s.ok()) return s;
-  // Traced users (issue 6).
+  // Traced users.
   const int trace_max_users = absl::GetFlag(FLAGS_trace_max_users);
   const int trace_max_entries = absl::GetFlag(FLAGS_trace_max_entries_per_user);
   if (trace_max_users < 0 || trace_max_entries < 0) {
@@ -430,7 +430,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
         "--trace_users lists ", c.trace_users.size(), " users, more than ",
         "--trace_max_users=", c.trace_limits.max_users));
   }
-  // Durability (issue 4).
+  // Durability.
   c.durability.data_dir = absl::GetFlag(FLAGS_data_dir);
   absl::StatusOr<FsyncPolicy> fsync =
       ParseFsyncPolicy(absl::GetFlag(FLAGS_fsync));
@@ -448,7 +448,7 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   }
   c.durability.snapshot_wal_bytes = static_cast<uint64_t>(wal_bytes);
   c.durability.strict_recovery = absl::GetFlag(FLAGS_strict_recovery);
-  // Issue 10: TLS / mutual TLS. The files are read and checked at Start().
+  // TLS / mutual TLS. The files are read and checked at Start().
   c.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   c.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   c.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
@@ -461,13 +461,13 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--tls_client_ca (mutual TLS) needs --tls_cert and --tls_key");
   }
-  // Issue 21: the policy is read, and checked against the TLS mode, at
-  // Start().
+  // Authorization: the policy is read, and checked against the TLS mode,
+  // at Start().
   c.authorization.policy_file = absl::GetFlag(FLAGS_authz_policy);
   c.authorization.audit_hash_user_ids =
       absl::GetFlag(FLAGS_audit_hash_user_ids);
   if (absl::Status s = ClusterFromFlags(&c.cluster); !s.ok()) return s;
-  // Kafka ingest (issue 7).
+  // Kafka ingest.
   c.kafka.brokers = absl::GetFlag(FLAGS_kafka_brokers);
   c.kafka.topic = absl::GetFlag(FLAGS_kafka_topic);
   c.kafka.group = absl::GetFlag(FLAGS_kafka_group);

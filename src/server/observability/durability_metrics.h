@@ -1,6 +1,6 @@
 // DurabilityMetrics: the write-ahead log's and snapshots' health as
-// Prometheus series, read from StoreDurability at scrape time (issue 8:
-// disk faults). A server without --data_dir exports none of them.
+// Prometheus series, read from StoreDurability at scrape time, so disk
+// faults show. A server without --data_dir exports none of them.
 //
 //   exposure_filter_wal_writable                 1, or 0 while writes are
 //                                                refused (disk full,

@@ -5,7 +5,7 @@
 //   grpc_server_handled_total{grpc_service,grpc_method,grpc_type,grpc_code}
 //   grpc_server_handling_seconds{grpc_service,grpc_method,grpc_type}
 //   (histogram)
-//   grpc_server_in_flight_rpcs (gauge; issue 8): calls whose server-side
+//   grpc_server_in_flight_rpcs (gauge): calls whose server-side
 //   call object exists, from creation until gRPC releases it, whether the
 //   call completed, was cancelled, timed out or lost its client. A count
 //   that does not return to its baseline once clients are gone is a leak.

@@ -1,4 +1,4 @@
-// Prometheus families of the Kafka consumer (issue 7), scraped from
+// Prometheus families of the Kafka consumer, scraped from
 // KafkaIngest::stats(). Exposure lag (now - event time) of Kafka-ingested
 // exposures is in exposure_filter_exposure_lag_seconds with every other
 // RecordExposure: the consumer records through that handler. With R >= 2
@@ -24,7 +24,7 @@ class KafkaIngestMetrics final : public prometheus::Collectable {
     absl::MutexLock lock(&mu_);
     ingest_ = ingest;
   }
-  // The replicated write path's producer (issue 16, M2; R >= 2 only).
+  // The replicated write path's producer (R >= 2 only).
   void AttachProducer(const ExposureLogProducer* producer) {
     absl::MutexLock lock(&mu_);
     producer_ = producer;

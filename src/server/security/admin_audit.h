@@ -1,4 +1,4 @@
-// AdminAudit (issue 21): one structured log line per admin RPC (the ones
+// AdminAudit: one structured log line per admin RPC (the ones
 // rpc_roles.h gives role admin: DeleteUser, Add/Remove/ListTracedUsers,
 // GetServerStats), allowed or denied, whether or not authorization is on:
 //

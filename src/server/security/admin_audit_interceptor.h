@@ -1,5 +1,5 @@
 // A server interceptor that writes AdminAudit's line for every admin RPC
-// that reaches the service (issue 21): at PRE_SEND_STATUS it has the
+// that reaches the service: at PRE_SEND_STATUS it has the
 // caller's certificate identity (ServerContext::auth_context), the request
 // (the call's message holder) and the outcome; a call that ends without a
 // status (client gone, deadline) is logged as CANCELLED without request

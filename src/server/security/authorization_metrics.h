@@ -1,4 +1,4 @@
-// AuthorizationMetrics (issue 21), on /metrics:
+// AuthorizationMetrics, on /metrics:
 //   exposure_filter_authorization_enabled              1 with --authz_policy
 //   exposure_filter_rpcs_denied_total{rpc,role}        calls refused
 //       PERMISSION_DENIED, by RPC and the role it needs; rpc="unknown" for

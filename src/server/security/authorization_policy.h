@@ -1,4 +1,4 @@
-// AuthorizationPolicy (issue 21): which client identities hold which roles,
+// AuthorizationPolicy: which client identities hold which roles,
 // parsed from the --authz_policy file. One grant per line:
 //
 //   # comment

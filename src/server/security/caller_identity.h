@@ -1,4 +1,4 @@
-// The identities a caller's client certificate proves (issue 21), in the
+// The identities a caller's client certificate proves, in the
 // form AuthorizationPolicy grants roles to: "san:<value>" for each
 // subjectAltName gRPC reports (DNS, URI, e-mail, IP), then "cn:<value>" for
 // the subject common name. gRPC has verified the chain to --tls_client_ca

@@ -1,4 +1,4 @@
-// RpcAuthorizer (issue 21): decides, before a call's request is read,
+// RpcAuthorizer: decides, before a call's request is read,
 // whether the caller's client certificate holds the role the RPC needs
 // (rpc_roles.h) under the --authz_policy file (authorization_policy.h).
 //

@@ -5,7 +5,7 @@
 namespace exposure_filter {
 namespace {
 
-// Index 0 is "unknown"; the grouping, one line per RPC.
+// Index 0 is "unknown"; the roles of rpc_roles.h, one line per RPC.
 constexpr RpcAccess kRpcs[kNumRoleRpcs + 1] = {
     {"unknown", false, Role::kAdmin, 0},
     {"FilterRecalled", false, Role::kRead, 1},

@@ -1,4 +1,4 @@
-// Which role each RPC needs (issue 21). Roles group RPCs by client kind:
+// Which role each RPC needs. Roles group RPCs by client kind:
 //   read   recall servers: FilterRecalled, GetFilter, GetUserStats, Explain
 //   write  the exposure logger: RecordExposure
 //   admin  operators: DeleteUser (erases a user's history), the traced-user
