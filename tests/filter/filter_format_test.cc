@@ -408,6 +408,58 @@ TEST(FilterFormatTest, StructurallyBadFormat2FiltersAreRejected) {
   EXPECT_FALSE(FilterView::Parse(extra).ok());
 }
 
+// Bytes that break two rules get the error of the one docs/filter-format.md
+// ("What a decoder must reject") checks first; the Python decoder's test
+// (clients/python/tests/test_golden_vectors.py) has the same cases.
+TEST(FilterFormatTest, ChecksRunInTheSpecifiedOrder) {
+  const std::string good =
+      ReadVectorBytes(std::string(EF_TESTDATA_DIR) + "/tiny.json");
+  ASSERT_TRUE(FilterView::Parse(good).ok());
+  // tiny: run length L at 34, U - 1 at 44, payload 48..56 (64 bits of
+  // remainders, then the unary byte 0x96 = codes 01 1 01 001), f_0 = 108897
+  // of U = 2^19, checksum at 57.
+  auto put = [](std::string bytes, size_t offset, uint64_t value, int width) {
+    PutLe(&bytes, offset, value, width);
+    return bytes;
+  };
+  auto resealed = [](std::string bytes) {
+    Reseal(&bytes);
+    return bytes;
+  };
+  auto with_extra_payload_byte = [&](const std::string& bytes) {
+    std::string out = bytes;
+    out.insert(57, 1, '\0');
+    return put(out, 34, 20, 4);
+  };
+  const std::string small_u = put(good, 44, 100000 - 1, 4);  // f_0 reaches U
+  const struct {
+    const char* name;
+    std::string bytes;
+    const char* expected;
+  } cases[] = {
+      {"a code runs past the payload, before the fingerprint range",
+       resealed(put(small_u, 56, 0x16, 1)), "truncated in code 3"},
+      {"bytes after the codes, before the fingerprint range",
+       resealed(with_extra_payload_byte(small_u)), "its 4 codes use 9"},
+      {"the checksum before the slice count", put(good, 7, 9, 1),
+       "checksum mismatch"},
+      {"the version before the length",
+       "EXPF\x03" + std::string(1, '\0') + good.substr(6, 14),
+       "unsupported format version 3"},
+      {"a slice's start before its counts",
+       resealed(put(put(good, 24, 1795392000001, 8), 32, 9, 1)),
+       "not a non-negative multiple"},
+      {"a run before the trailing bytes",
+       resealed(put(with_extra_payload_byte(good), 38, 33, 1)), "precision 33"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<FilterView> v = FilterView::Parse(c.bytes);
+    ASSERT_FALSE(v.ok()) << c.name;
+    EXPECT_TRUE(absl::StrContains(v.status().message(), c.expected))
+        << c.name << ": " << v.status();
+  }
+}
+
 // Format 1's reject list, on the previous release's stored multi_slice
 // vector (7 slices, one of several segments).
 TEST(FilterFormatTest, StructurallyBadFormat1FiltersAreRejected) {
