@@ -149,7 +149,7 @@ TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
   EXPECT_EQ(v->segments().size(), 0u);
   EXPECT_GE(v->runs().size(), 2u);
   EXPECT_EQ(v->runs().size(), static_cast<size_t>(f.Stats(p, kNow).segments));
-  EXPECT_TRUE(v->MayContainKey("video:abc"));
+  EXPECT_TRUE(v->MayContainKey("video:abc").value_or(false));
   for (uint64_t id = 0; id < 100000; ++id) {
     ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id))) << id;
   }
@@ -242,12 +242,12 @@ TEST(FilterFormatTest, BatchMasksAgreeWithSingleChecks) {
       by_key(keys.size());
   v->KeepMaskIds(ids, by_id.data());
   v->KeepMaskHashes(hashes, by_hash.data());
-  v->KeepMaskKeys(keys, by_key.data());
+  ASSERT_TRUE(v->KeepMaskKeys(keys, by_key.data()).ok());
   int removed = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(by_id[i], !v->MayContainId(ids[i])) << ids[i];
     EXPECT_EQ(by_hash[i], by_id[i]) << ids[i];
-    EXPECT_EQ(by_key[i], !v->MayContainKey(keys[i])) << keys[i];
+    EXPECT_EQ(by_key[i], !v->MayContainKey(keys[i]).value()) << keys[i];
     removed += !by_id[i];
   }
   EXPECT_GE(removed, 280);  // ids < 300 and 5000..5399, 6000..6299 recorded
@@ -458,6 +458,28 @@ TEST(FilterFormatTest, ChecksRunInTheSpecifiedOrder) {
     EXPECT_TRUE(absl::StrContains(v.status().message(), c.expected))
         << c.name << ": " << v.status();
   }
+}
+
+// The empty key is not an item: the server rejects it, and so does the view
+// rather than answer (docs/filter-format.md, "Hashing items").
+TEST(FilterFormatTest, TheEmptyKeyIsRejectedNotAnswered) {
+  const FilterPolicy p = DefaultPolicy();
+  const UserFilter f = SampleFilter(p);
+  std::string bytes;
+  EncodeFilter(&f, p, kNow, &bytes);
+  absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const absl::StatusOr<bool> empty = v->MayContainKey("");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(empty.status().message(), "empty"))
+      << empty.status();
+  const std::vector<std::string> keys = {"video:abc", ""};
+  std::vector<uint8_t> keep(keys.size(), 7);
+  const absl::Status batch = v->KeepMaskKeys(keys, keep.data());
+  EXPECT_EQ(batch.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(batch.message(), "keys[1]: ")) << batch;
+  EXPECT_EQ(keep, std::vector<uint8_t>(keys.size(), 7));  // untouched
+  EXPECT_TRUE(v->MayContainKey("video:abc").value_or(false));
 }
 
 // Format 1's reject list, on the previous release's stored multi_slice

@@ -9,7 +9,7 @@ server.
 
     view = FilterView.parse(get_filter_response.filter)   # MalformedFilter on bad bytes
     view.may_contain_id(123)        # True: maybe exposed (drop); False: never exposed
-    view.may_contain_key("video:9")
+    view.may_contain_key("video:9") # ValueError for "": not an item
     view.keep_mask_ids([1, 2, 3])   # [True, False, ...] True = keep (not exposed)
 """
 
@@ -69,6 +69,15 @@ def hash_key(key):
     if isinstance(key, str):
         key = key.encode("utf-8")
     return xxhash.xxh3_64_intdigest(key, seed=HASH_SEED)
+
+
+def _check_key(key, field):
+    """Rejects the empty key, which is not an item: RecordExposure and
+    FilterRecalled answer INVALID_ARGUMENT for it, so a local check must not
+    answer either."""
+    if len(key) == 0:
+        raise ValueError("%s: empty (an item key is at least 1 byte; the "
+                         "server rejects empty keys)" % field)
 
 
 class Segment:
@@ -418,6 +427,9 @@ class FilterView:
         return self.may_contain_hash(hash_id(item_id))
 
     def may_contain_key(self, key):
+        """As may_contain_id for a string key. The empty key is not an item
+        (the server rejects it, docs/filter-format.md): ValueError."""
+        _check_key(key, "key")
         return self.may_contain_hash(hash_key(key))
 
     def keep_mask_hashes(self, hashes):
@@ -450,6 +462,10 @@ class FilterView:
         return self.keep_mask_hashes([hash_id(i) for i in ids])
 
     def keep_mask_keys(self, keys):
+        """As keep_mask_ids for string keys; ValueError naming keys[i] for
+        an empty key, as FilterRecalled rejects the whole request."""
+        for i, k in enumerate(keys):
+            _check_key(k, "keys[%d]" % i)
         return self.keep_mask_hashes([hash_key(k) for k in keys])
 
     def estimated_fp_rate(self):

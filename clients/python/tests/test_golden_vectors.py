@@ -210,6 +210,24 @@ class GoldenVectorsTest(unittest.TestCase):
             decode_run(empty, 0, 10 + MAX_RUN_PAYLOAD_BYTES, 0)
         self.assertIn("too large", str(ctx.exception))
 
+    def test_the_empty_key_is_rejected_not_answered(self):
+        view = FilterView.parse(vector(self.vectors, "string_keys"))
+        with self.assertRaises(ValueError) as ctx:
+            view.may_contain_key("")
+        self.assertIn("empty", str(ctx.exception))
+        with self.assertRaises(ValueError):
+            view.may_contain_key(b"")
+        with self.assertRaises(ValueError) as ctx:
+            view.keep_mask_keys(["video:1", ""])
+        self.assertIn("keys[1]", str(ctx.exception))
+        self.assertEqual(view.keep_mask_keys(["video:1"]),
+                         [not view.may_contain_key("video:1")])
+
+    def test_no_vector_expects_an_answer_for_the_empty_key(self):
+        for v in self.vectors:
+            self.assertNotIn("", [c.get("key") for c in v["candidates"]],
+                             v["name"])
+
     def test_estimated_fp_rate_is_the_runs_share(self):
         view = FilterView.parse(vector(self.vectors, "multi_slice"))
         expected = 1.0
