@@ -200,8 +200,8 @@ def decode_run(data, offset, length, index):
         raise MalformedFilter("run %d has bytes or bits after its last code"
                               % index)
     # Then the fingerprints: f_i = f_(i-1) + 1 + q_i * 2^k + r_i, strictly
-    # increasing, all below U. q_i >= U puts f_i past U already, so it is
-    # rejected before the shift, as the spec asks of every decoder.
+    # increasing, all below U. q_i >= U puts f_i at or past U already, so it
+    # is rejected before the shift, as the spec asks of every decoder.
     fingerprints = []
     f = -1
     for i, q in enumerate(quotients):
