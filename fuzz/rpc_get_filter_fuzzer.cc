@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (uint64_t id : kPreloadedIds) {
       Require(view->MayContainId(id), "pulled filter claims preloaded ids");
     }
-    Require(view->MayContainKey(kPreloadedKey), "claims the preloaded key");
+    Require(view->MayContainKey(kPreloadedKey).value_or(false),
+            "claims the preloaded key");
   }
   // Asking again with the version just served is not_modified.
   exposure::v1::GetFilterRequest again = run.req;

@@ -44,10 +44,17 @@ inline constexpr uint32_t kHeader2Bytes = 24;
 inline constexpr uint32_t kSlice2Bytes = 10;
 //   u32 num_blocks | u8 k
 inline constexpr uint32_t kSegment2Bytes = 5;
-//   u32 L (bytes that follow) | L bytes: FingerprintRun::Serialize()
+//   u32 L | L bytes: FingerprintRun::Serialize() (its 10-byte header and
+//   payload), so a run takes kRunLengthBytes + L bytes in all
 inline constexpr uint32_t kRunLengthBytes = 4;
 // FingerprintRun::Serialize()'s header: u8 b | u8 k | u32 n | u32 U - 1.
 inline constexpr uint32_t kRunHeaderBytes = 10;
+// A run's payload (L - kRunHeaderBytes bytes) is shorter than this, i.e.
+// under 2^32 - 64 bits: bit positions inside a run fit 32 bits with a 64-bit
+// word to spare (FingerprintRun's skip entries and word reads), and every
+// q * 2^k of a code (q < 2^32, k <= 31) stays below 2^63. Decoders check it
+// before reading a payload byte; the encoder never writes more.
+inline constexpr uint32_t kMaxRunPayloadBytes = (1u << 29) - 8;
 // The u8 field bounds it; the sizing policy stays far below (each new run of
 // a slice costs at least one more bit of precision, and b <= 32).
 inline constexpr uint32_t kMaxRunsPerSlice = 255;

@@ -7,6 +7,9 @@
 //                                             // never UB
 //   bool seen = view->MayContainId(item_id);  // same answer as FilterRecalled
 //
+// The empty key is not an item: the server rejects it (INVALID_ARGUMENT),
+// so MayContainKey and KeepMaskKeys reject it too instead of answering.
+//
 // Parse reads format 2 (what the server encodes: per-slice fingerprint runs
 // and legacy Bloom segments) and format 1 (what the previous release served;
 // a client may still hold one in its cache). Any other version is rejected
@@ -81,13 +84,17 @@ class FilterView {
 
   bool MayContainHash(uint64_t item_hash) const;
   bool MayContainId(uint64_t id) const;
-  bool MayContainKey(absl::string_view key) const;
+  // InvalidArgument for the empty key, as FilterRecalled.
+  absl::StatusOr<bool> MayContainKey(absl::string_view key) const;
   // Batch checks, as FilterRecalled's KEEP_MASK: keep[i] = 0 where item i
   // may have been exposed, else 1. `keep` must hold as many bytes as there
   // are items. Runs are checked the server's way: the candidates grouped
   // once by their hash's top bits, then one pass over each run's codes.
   void KeepMaskIds(absl::Span<const uint64_t> ids, uint8_t* keep) const;
-  void KeepMaskKeys(absl::Span<const std::string> keys, uint8_t* keep) const;
+  // InvalidArgument naming keys[i] if a key is empty (`keep` untouched), as
+  // FilterRecalled rejects the whole request.
+  absl::Status KeepMaskKeys(absl::Span<const std::string> keys,
+                            uint8_t* keep) const;
   void KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
                       uint8_t* keep) const;
 

@@ -148,7 +148,10 @@ int RunGetFilter(const CliArgs& args) {
   for (uint64_t id : probes->ids)
     add_check(absl::StrCat(id), view->MayContainId(id));
   for (const std::string& key : probes->keys) {
-    add_check(absl::StrCat("key:", key), view->MayContainKey(key));
+    // The empty key is not an item: rejected, as the server rejects it.
+    absl::StatusOr<bool> seen = view->MayContainKey(key);
+    if (!seen.ok()) return UsageError("get-filter", seen.status().message());
+    add_check(absl::StrCat("key:", key), *seen);
   }
   if (args.json()) {
     std::fputs(ToJson(summary).c_str(), stdout);

@@ -16,23 +16,24 @@ void PrintUserStats(const std::string& user,
     return;
   }
   std::printf(
-      "user %s: %llu items, %llu bytes, %u slices, %u segments, estimated fp "
-      "%.3g\n",
+      "user %s: %llu items, %llu bytes, %u slices, %u runs, %u Bloom "
+      "segments, estimated fp %.3g\n",
       user.c_str(), static_cast<unsigned long long>(r.items()),
-      static_cast<unsigned long long>(r.bytes()), r.slices(), r.segments(),
-      r.estimated_fp_rate());
+      static_cast<unsigned long long>(r.bytes()), r.slices(), r.runs(),
+      r.bloom_segments(), r.estimated_fp_rate());
   std::printf("exposures %s .. %s, oldest slice expires %s\n",
               FormatMs(r.oldest_exposure_ms()).c_str(),
               FormatMs(r.newest_exposure_ms()).c_str(),
               FormatMs(r.expires_at_ms()).c_str());
   for (const exposure::v1::SliceStats& s : r.slice_stats()) {
     std::printf(
-        "  slice %s  %llu/%llu items  %llu bytes  %u segments  fp %.3g\n",
+        "  slice %s  %llu/%llu items  %llu bytes  %u runs  %u Bloom segments  "
+        "fp %.3g\n",
         FormatRange(s.start_ms(), s.end_ms()).c_str(),
         static_cast<unsigned long long>(s.items()),
         static_cast<unsigned long long>(s.capacity()),
-        static_cast<unsigned long long>(s.bytes()), s.segments(),
-        s.estimated_fp_rate());
+        static_cast<unsigned long long>(s.bytes()), s.runs(),
+        s.bloom_segments(), s.estimated_fp_rate());
   }
 }
 

@@ -595,6 +595,7 @@ UserFilterStats BloomSlices::Stats(const FilterPolicy& policy,
       slice_clean *= 1.0 - seg.EstimatedFpRate();
     }
     ss.segments = static_cast<uint32_t>(s.segments.size());
+    ss.bloom_segments = ss.segments;
     ss.estimated_fp_rate = 1.0 - slice_clean;
     p_clean *= slice_clean;
     if (st.slices == 0) {
@@ -604,6 +605,7 @@ UserFilterStats BloomSlices::Stats(const FilterPolicy& policy,
     st.newest_exposure_ms = std::max(st.newest_exposure_ms, s.max_event_ms);
     st.items += ss.items;
     st.segments += ss.segments;
+    st.bloom_segments += ss.bloom_segments;
     ++st.slices;
     st.slice_stats.push_back(ss);
   }

@@ -7,6 +7,11 @@
 
 namespace exposure_filter {
 
+// Counts of a filter's parts (proto SliceStats / GetUserStatsResponse):
+// `segments` adds up the runs and legacy Bloom segments as they are held in
+// memory (a run kept as a run and its tail counts twice); `runs` counts the
+// runs as GetFilter encodes them (a run and its tail are one), and
+// `bloom_segments` the legacy Bloom segments.
 struct SliceStats {
   int64_t start_ms = 0;
   int64_t end_ms = 0;
@@ -14,6 +19,8 @@ struct SliceStats {
   uint64_t capacity = 0;
   uint64_t bytes = 0;
   uint32_t segments = 0;
+  uint32_t runs = 0;
+  uint32_t bloom_segments = 0;
   double estimated_fp_rate = 0;
 };
 
@@ -22,6 +29,8 @@ struct UserFilterStats {
   uint64_t bytes = 0;
   uint32_t slices = 0;
   uint32_t segments = 0;
+  uint32_t runs = 0;
+  uint32_t bloom_segments = 0;
   double estimated_fp_rate = 0;
   int64_t oldest_exposure_ms = 0;
   int64_t newest_exposure_ms = 0;

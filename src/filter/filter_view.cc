@@ -40,6 +40,15 @@ absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed filter: ", what));
 }
 
+// The empty key is not an item (docs/filter-format.md, "Hashing items"):
+// RecordExposure and FilterRecalled reject it, so a local check does too.
+absl::Status EmptyKey(absl::string_view field) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field,
+                   ": empty (an item key is at least 1 byte; the server "
+                   "rejects empty keys)"));
+}
+
 bool FpRateInRange(double fp) {
   return fp >= format::kMinFpRate && fp <= format::kMaxFpRate;  // NaN: false
 }
@@ -450,7 +459,8 @@ bool FilterView::MayContainId(uint64_t id) const {
   return MayContainHash(HashItemId(id));
 }
 
-bool FilterView::MayContainKey(absl::string_view key) const {
+absl::StatusOr<bool> FilterView::MayContainKey(absl::string_view key) const {
+  if (key.empty()) return EmptyKey("key");
   return MayContainHash(HashItemKey(std::string_view(key.data(), key.size())));
 }
 
@@ -465,11 +475,15 @@ void FilterView::KeepMaskIds(absl::Span<const uint64_t> ids,
   KeepMaskHashes(absl::MakeConstSpan(hashes.data(), ids.size()), keep);
 }
 
-void FilterView::KeepMaskKeys(absl::Span<const std::string> keys,
-                              uint8_t* keep) const {
+absl::Status FilterView::KeepMaskKeys(absl::Span<const std::string> keys,
+                                      uint8_t* keep) const {
   std::vector<uint64_t> hashes(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) hashes[i] = HashItemKey(keys[i]);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].empty()) return EmptyKey(absl::StrCat("keys[", i, "]"));
+    hashes[i] = HashItemKey(keys[i]);
+  }
   KeepMaskHashes(hashes, keep);
+  return absl::OkStatus();
 }
 
 void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,

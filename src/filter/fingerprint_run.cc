@@ -8,6 +8,7 @@
 #include "absl/numeric/bits.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "exposure_filter/filter_format.h"
 #include "src/filter/bit_words.h"
 #include "src/filter/fingerprint_run_internal.h"
 
@@ -15,8 +16,12 @@ namespace exposure_filter {
 namespace {
 
 // The payload stays below 2^32 bits so a skip entry packs a fingerprint and a
-// bit offset into one word; 64 bits of margin keep `pos + 64` in range.
+// bit offset into one word; 64 bits of margin keep `pos + 64` in range. The
+// wire format states the limit in bytes (the payload is shorter than
+// format::kMaxRunPayloadBytes), and both the encoder and the decoders check
+// it that way, so every run one writes the others read.
 constexpr uint64_t kMaxPayloadBits = (uint64_t{1} << 32) - 64;
+static_assert(uint64_t{format::kMaxRunPayloadBytes} * 8 == kMaxPayloadBits);
 constexpr int kMaxRiceK = 31;  // gaps are < 2^32
 
 absl::Status ValidateShape(int b, uint64_t u) {
@@ -65,8 +70,11 @@ absl::StatusOr<WireHeader> ParseWireHeader(const unsigned char* p,
     return absl::InvalidArgumentError(absl::StrFormat(
         "%d distinct fingerprints cannot fit universe %d", h.n, h.u));
   }
-  if (payload_bytes >= kMaxPayloadBits / 8) {
-    return absl::InvalidArgumentError("fingerprint run payload too large");
+  // Before any payload byte is read (docs/filter-format.md's order).
+  if (payload_bytes >= format::kMaxRunPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "fingerprint run payload of %d bytes is too large (at most %d)",
+        payload_bytes, format::kMaxRunPayloadBytes - 1));
   }
   if (h.n == 0 && payload_bytes != 0) {
     return absl::InvalidArgumentError("empty fingerprint run with a payload");
@@ -205,10 +213,11 @@ absl::StatusOr<FingerprintRun> FingerprintRun::Encode(
     return absl::ResourceExhaustedError("fingerprint run too large");
   }
   const RiceCode code = RiceCode::Choose(sorted_distinct, u);
-  if (code.bits >= kMaxPayloadBits) {
+  if ((code.bits + 7) / 8 >= format::kMaxRunPayloadBytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "fingerprint run of %d items needs %d bits (limit 2^32)", n,
-        code.bits));
+        "fingerprint run of %d items needs %d bits (its payload must stay "
+        "under %d bytes)",
+        n, code.bits, format::kMaxRunPayloadBytes));
   }
   run.count_ = static_cast<uint32_t>(n);
   run.rice_k_ = static_cast<uint8_t>(code.k);

@@ -218,7 +218,8 @@ class FingerprintRun {
 
   // The run of the distinct fingerprints of `item_hashes` (any order,
   // duplicates allowed). InvalidArgument unless 1 <= b <= 32 and
-  // 2 <= u <= 2^b; ResourceExhausted if the payload would reach 2^32 bits.
+  // 2 <= u <= 2^b; ResourceExhausted if the payload would reach
+  // format::kMaxRunPayloadBytes (2^32 - 64 bits).
   static absl::StatusOr<FingerprintRun> Build(
       absl::Span<const uint64_t> item_hashes, int b, uint64_t u,
       Options options = {});

@@ -418,6 +418,8 @@ absl::Status ExposureFilterHandlers::GetUserStats(
   resp->set_bytes(st->bytes);
   resp->set_slices(st->slices);
   resp->set_segments(st->segments);
+  resp->set_runs(st->runs);
+  resp->set_bloom_segments(st->bloom_segments);
   resp->set_estimated_fp_rate(st->estimated_fp_rate);
   resp->set_oldest_exposure_ms(st->oldest_exposure_ms);
   resp->set_newest_exposure_ms(st->newest_exposure_ms);
@@ -430,6 +432,8 @@ absl::Status ExposureFilterHandlers::GetUserStats(
     out->set_capacity(ss.capacity);
     out->set_bytes(ss.bytes);
     out->set_segments(ss.segments);
+    out->set_runs(ss.runs);
+    out->set_bloom_segments(ss.bloom_segments);
     out->set_estimated_fp_rate(ss.estimated_fp_rate);
   }
   return absl::OkStatus();

@@ -25,6 +25,31 @@ uint16_t SurfaceIdOfKey(absl::string_view key) {
                                (static_cast<unsigned char>(key[1]) << 8));
 }
 
+// Fills `runs` and `bloom_segments` of a user's stats, which
+// UserFilter::Stats leaves at 0 (it adds both kinds into `segments`, a run's
+// tail apart): counted as GetFilter encodes them, from the same live view
+// (UserFilter::Live: a run and its tail are one run; an empty one is left
+// out).
+void CountRunsAndBloomSegments(const UserFilter& filter,
+                               const FilterPolicy& policy, int64_t now,
+                               UserFilterStats* stats) {
+  for (const UserFilter::LiveSlice& live : filter.Live(policy, now)) {
+    uint32_t runs = 0;
+    for (const UserFilter::LiveRun& r : live.runs) {
+      if (r.main.count() + r.tail.count() > 0) ++runs;
+    }
+    const auto bloom = static_cast<uint32_t>(live.bloom_segments.size());
+    stats->runs += runs;
+    stats->bloom_segments += bloom;
+    const int64_t start_ms = policy.SliceStartMs(live.index);
+    for (SliceStats& s : stats->slice_stats) {
+      if (s.start_ms != start_ms) continue;
+      s.runs = runs;
+      s.bloom_segments = bloom;
+    }
+  }
+}
+
 // Adds one user's live slices and estimated FP rate to the sweep report.
 void Observe(const Surface& surface, const UserFilter& filter, int64_t now,
              SweepReport* report) {
@@ -230,6 +255,7 @@ std::optional<UserFilterStats> ShardedFilterStore::GetUserStats(
     return std::nullopt;
   }
   UserFilterStats stats = it->filter.Stats(surface.policy, now);
+  CountRunsAndBloomSegments(it->filter, surface.policy, now, &stats);
   stats.bytes += EntryOverheadBytes();
   return stats;
 }

@@ -180,7 +180,7 @@ class CliCommandsTest(CliTestCase):
         self.cli("record", "--user=c-st", "--surface=homefeed", "1", "2")
         out, _ = self.cli("stats", "--user=c-st", "--surface=homefeed")
         self.assertIn("user c-st: 2 items", out)
-        self.assertIn("1 slices", out)
+        self.assertIn("1 slices, 1 runs, 0 Bloom segments", out)
         out, _ = self.cli("stats", "--user=c-nobody")
         self.assertEqual(out, "user c-nobody: no live history\n")
         j = self.cli_json("stats")

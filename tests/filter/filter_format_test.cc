@@ -149,7 +149,7 @@ TEST(FilterFormatTest, ViewAgreesWithTheServerSideFilter) {
   EXPECT_EQ(v->segments().size(), 0u);
   EXPECT_GE(v->runs().size(), 2u);
   EXPECT_EQ(v->runs().size(), static_cast<size_t>(f.Stats(p, kNow).segments));
-  EXPECT_TRUE(v->MayContainKey("video:abc"));
+  EXPECT_TRUE(v->MayContainKey("video:abc").value_or(false));
   for (uint64_t id = 0; id < 100000; ++id) {
     ASSERT_EQ(v->MayContainId(id), f.MayContain(p, kNow, HashItemId(id))) << id;
   }
@@ -242,12 +242,12 @@ TEST(FilterFormatTest, BatchMasksAgreeWithSingleChecks) {
       by_key(keys.size());
   v->KeepMaskIds(ids, by_id.data());
   v->KeepMaskHashes(hashes, by_hash.data());
-  v->KeepMaskKeys(keys, by_key.data());
+  ASSERT_TRUE(v->KeepMaskKeys(keys, by_key.data()).ok());
   int removed = 0;
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_EQ(by_id[i], !v->MayContainId(ids[i])) << ids[i];
     EXPECT_EQ(by_hash[i], by_id[i]) << ids[i];
-    EXPECT_EQ(by_key[i], !v->MayContainKey(keys[i])) << keys[i];
+    EXPECT_EQ(by_key[i], !v->MayContainKey(keys[i]).value()) << keys[i];
     removed += !by_id[i];
   }
   EXPECT_GE(removed, 280);  // ids < 300 and 5000..5399, 6000..6299 recorded
@@ -406,6 +406,79 @@ TEST(FilterFormatTest, StructurallyBadFormat2FiltersAreRejected) {
   extra.insert(extra.size() - 8, "x");
   Reseal(&extra);
   EXPECT_FALSE(FilterView::Parse(extra).ok());
+}
+
+// Bytes that break two rules get the error of the one docs/filter-format.md
+// ("What a decoder must reject") checks first; the Python decoder's test
+// (clients/python/tests/test_golden_vectors.py) has the same cases.
+TEST(FilterFormatTest, ChecksRunInTheSpecifiedOrder) {
+  const std::string good =
+      ReadVectorBytes(std::string(EF_TESTDATA_DIR) + "/tiny.json");
+  ASSERT_TRUE(FilterView::Parse(good).ok());
+  // tiny: run length L at 34, U - 1 at 44, payload 48..56 (64 bits of
+  // remainders, then the unary byte 0x96 = codes 01 1 01 001), f_0 = 108897
+  // of U = 2^19, checksum at 57.
+  auto put = [](std::string bytes, size_t offset, uint64_t value, int width) {
+    PutLe(&bytes, offset, value, width);
+    return bytes;
+  };
+  auto resealed = [](std::string bytes) {
+    Reseal(&bytes);
+    return bytes;
+  };
+  auto with_extra_payload_byte = [&](const std::string& bytes) {
+    std::string out = bytes;
+    out.insert(57, 1, '\0');
+    return put(out, 34, 20, 4);
+  };
+  const std::string small_u = put(good, 44, 100000 - 1, 4);  // f_0 reaches U
+  const struct {
+    const char* name;
+    std::string bytes;
+    const char* expected;
+  } cases[] = {
+      {"a code runs past the payload, before the fingerprint range",
+       resealed(put(small_u, 56, 0x16, 1)), "truncated in code 3"},
+      {"bytes after the codes, before the fingerprint range",
+       resealed(with_extra_payload_byte(small_u)), "its 4 codes use 9"},
+      {"the checksum before the slice count", put(good, 7, 9, 1),
+       "checksum mismatch"},
+      {"the version before the length",
+       "EXPF\x03" + std::string(1, '\0') + good.substr(6, 14),
+       "unsupported format version 3"},
+      {"a slice's start before its counts",
+       resealed(put(put(good, 24, 1795392000001, 8), 32, 9, 1)),
+       "not a non-negative multiple"},
+      {"a run before the trailing bytes",
+       resealed(put(with_extra_payload_byte(good), 38, 33, 1)), "precision 33"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<FilterView> v = FilterView::Parse(c.bytes);
+    ASSERT_FALSE(v.ok()) << c.name;
+    EXPECT_TRUE(absl::StrContains(v.status().message(), c.expected))
+        << c.name << ": " << v.status();
+  }
+}
+
+// The empty key is not an item: the server rejects it, and so does the view
+// rather than answer (docs/filter-format.md, "Hashing items").
+TEST(FilterFormatTest, TheEmptyKeyIsRejectedNotAnswered) {
+  // The worked example: key "video:42" recorded.
+  const std::string bytes =
+      ReadVectorBytes(std::string(EF_TESTDATA_DIR) + "/tiny.json");
+  absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const absl::StatusOr<bool> empty = v->MayContainKey("");
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(empty.status().message(), "empty"))
+      << empty.status();
+  const std::vector<std::string> keys = {"video:42", ""};
+  std::vector<uint8_t> keep(keys.size(), 7);
+  const absl::Status batch = v->KeepMaskKeys(keys, keep.data());
+  EXPECT_EQ(batch.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(batch.message(), "keys[1]: ")) << batch;
+  EXPECT_EQ(keep, std::vector<uint8_t>(keys.size(), 7));  // untouched
+  EXPECT_TRUE(v->MayContainKey("video:42").value_or(false));
 }
 
 // Format 1's reject list, on the previous release's stored multi_slice

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "exposure_filter/filter_format.h"
 #include "exposure_filter/item_hash.h"
 #include "gtest/gtest.h"
 #include "src/filter/run_splice.h"
@@ -381,6 +382,35 @@ TEST(FingerprintRunTest, ParseRejectsBadHeaders) {
       FingerprintRun::FromFingerprints({}, 16, 1000)->Serialize();
   ASSERT_TRUE(FingerprintRun::Parse(empty).ok());
   EXPECT_FALSE(FingerprintRun::Parse(empty + std::string(1, '\0')).ok());
+}
+
+// The wire limit on a run's payload (docs/filter-format.md: L - 10 below
+// 2^29 - 8 bytes), checked from the header and the length alone before any
+// payload word is read: the view is given one zero word for a payload
+// declared 512 MiB long.
+TEST(FingerprintRunTest, PayloadAtTheWireLimitIsRejectedBeforeItIsRead) {
+  const uint64_t words[2] = {0, 0};
+  auto status_of = [&](uint32_t n, int k, size_t payload_bytes) {
+    unsigned char header[FingerprintRun::kHeaderBytes] = {
+        32, static_cast<unsigned char>(k), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    for (int i = 0; i < 4; ++i) {
+      header[2 + i] = static_cast<unsigned char>(n >> (8 * i));
+    }
+    return FingerprintRunView::FromSerialized(header, words, 0, payload_bytes)
+        .status();
+  };
+  const size_t limit = format::kMaxRunPayloadBytes;
+  EXPECT_EQ(limit, (size_t{1} << 29) - 8);
+  // b = 32, U = 2^32, 2^32 - 1 codes of k = 31: at the limit the size is
+  // what rejects it; one byte below, the next check (2^32 - 1 codes need
+  // more than 2^32 - 72 bits), which also reads no payload.
+  const absl::Status at = status_of(0xffffffffu, 31, limit);
+  EXPECT_NE(at.message().find("too large"), std::string::npos) << at;
+  const absl::Status below = status_of(0xffffffffu, 31, limit - 1);
+  EXPECT_NE(below.message().find("need more than"), std::string::npos) << below;
+  // The size comes before n = 0.
+  const absl::Status empty = status_of(0, 0, limit);
+  EXPECT_NE(empty.message().find("too large"), std::string::npos) << empty;
 }
 
 // Random payloads behind valid headers: Parse either rejects them or yields

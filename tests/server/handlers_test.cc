@@ -13,8 +13,12 @@
 #include "absl/time/time.h"
 #include "exposure/v1/exposure_filter.pb.h"
 #include "exposure_filter/filter_view.h"
+#include "exposure_filter/item_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/filter/bloom_slices.h"
+#include "src/filter/filter_parts.h"
+#include "src/filter/user_filter.h"
 #include "src/server/config/server_config.h"
 #include "src/server/exposure_filter_handlers.h"
 #include "src/store/clock.h"
@@ -624,6 +628,74 @@ TEST_F(ExposureFilterHandlersTest, GetUserStatsDescribesAKnownUser) {
                 absl::ToInt64Milliseconds(FilterPolicyOptions{}.retention));
   // The user's bytes are what the server accounts for it.
   EXPECT_EQ(resp.bytes(), ServerStats().bytes());
+}
+
+// `runs` and `bloom_segments` count each kind as GetFilter encodes it (its
+// slices' R and G); `segments` adds them up (these users hold no run tail,
+// which it would count apart).
+TEST_F(ExposureFilterHandlersTest, GetUserStatsCountsRunsAndBloomSegments) {
+  constexpr int64_t kDayMs = 24 * 3600 * 1000LL;
+  // A user of runs only, in three slices (5-day spans: today, 6 and 11
+  // days ago).
+  ASSERT_THAT(Record({MakeExposure("runs", {1, 2}, {}, kNowMs - 60'000),
+                      MakeExposure("runs", {3}, {}, kNowMs - 6 * kDayMs),
+                      MakeExposure("runs", {4}, {}, kNowMs - 11 * kDayMs)}),
+              IsOk());
+  // A user loaded with two slices of legacy Bloom segments (20 and 10 days
+  // ago), then written to today: a run slice beside them.
+  const absl::StatusOr<const Surface*> surface =
+      registry_->GetOrCreate("homefeed");
+  ASSERT_TRUE(surface.ok()) << surface.status();
+  const FilterPolicy& policy = (*surface)->policy;
+  BloomSlices legacy;
+  const uint64_t old_items[] = {HashItemId(11), HashItemId(12)};
+  legacy.Record(policy, {&old_items[0], 1}, kNowMs - 20 * kDayMs);
+  legacy.Record(policy, {&old_items[1], 1}, kNowMs - 10 * kDayMs);
+  absl::StatusOr<UserFilter> upgraded =
+      UserFilter::FromParts(policy, legacy.ToParts(), "");
+  ASSERT_TRUE(upgraded.ok()) << upgraded.status();
+  store_->LoadUser(**surface, "upgraded", *std::move(upgraded));
+  ASSERT_THAT(Record({MakeExposure("upgraded", {7, 8}, {}, kNowMs - 60'000)}),
+              IsOk());
+
+  const struct {
+    const char* user;
+    uint32_t runs;
+    uint32_t bloom_segments;
+  } users[] = {{"runs", 3, 0}, {"upgraded", 1, 2}};
+  for (const auto& u : users) {
+    GetUserStatsRequest req;
+    req.set_surface("homefeed");
+    req.set_user_id(u.user);
+    GetUserStatsResponse stats;
+    ASSERT_THAT(handlers_->GetUserStats(req, &stats), IsOk());
+    EXPECT_EQ(stats.runs(), u.runs) << u.user;
+    EXPECT_EQ(stats.bloom_segments(), u.bloom_segments) << u.user;
+    EXPECT_EQ(stats.segments(), u.runs + u.bloom_segments) << u.user;
+    GetFilterRequest pull;
+    pull.set_surface("homefeed");
+    pull.set_user_id(u.user);
+    GetFilterResponse pulled;
+    ASSERT_THAT(handlers_->GetFilter(pull, &pulled), IsOk());
+    absl::StatusOr<FilterView> view = FilterView::Parse(pulled.filter());
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(stats.runs(), view->runs().size()) << u.user;
+    EXPECT_EQ(stats.bloom_segments(), view->segments().size()) << u.user;
+    ASSERT_EQ(static_cast<size_t>(stats.slice_stats_size()),
+              view->slices().size())
+        << u.user;
+    for (int i = 0; i < stats.slice_stats_size(); ++i) {
+      const exposure::v1::SliceStats& s = stats.slice_stats(i);
+      const FilterView::Slice& encoded = view->slices()[i];
+      EXPECT_EQ(s.start_ms(), encoded.start_ms) << u.user << " slice " << i;
+      EXPECT_EQ(s.runs(), static_cast<uint32_t>(encoded.num_runs))
+          << u.user << " slice " << i;
+      EXPECT_EQ(s.bloom_segments(), static_cast<uint32_t>(encoded.num_segments))
+          << u.user << " slice " << i;
+      EXPECT_EQ(s.segments(), s.runs() + s.bloom_segments())
+          << u.user << " slice " << i;
+    }
+  }
 }
 
 TEST_F(ExposureFilterHandlersTest, GetUserStatsValidation) {

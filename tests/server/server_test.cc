@@ -188,7 +188,7 @@ TEST_F(ExposureFilterServerTest, EveryRpcRoundTrips) {
     absl::StatusOr<FilterView> view = FilterView::Parse(resp.filter());
     ASSERT_TRUE(view.ok()) << view.status();
     EXPECT_TRUE(view->MayContainId(1));
-    EXPECT_TRUE(view->MayContainKey("k"));
+    EXPECT_TRUE(view->MayContainKey("k").value_or(false));
     version = resp.version();
 
     req.set_if_version(version);

@@ -120,8 +120,10 @@ void AddEdgeIds(Builder* b) {
   }
 }
 
-// Keys whose lengths cross every length class of XXH3-64 (0, 1-3, 4-8, 9-16,
-// 17-128, 129-240, 241+), so a decoder's hash is exercised on all its paths.
+// Keys whose lengths cross every length class of XXH3-64 a key can have (1-3,
+// 4-8, 9-16, 17-128, 129-240, 241+), so a decoder's hash is exercised on all
+// its paths. The empty key is not an item (the server rejects it, and so do
+// the decoders), so no vector asks for an answer about it.
 std::vector<std::string> KeysOfEveryLength(const std::string& prefix) {
   std::vector<std::string> keys;
   for (size_t len : {1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 33, 64, 100, 128, 129,
@@ -139,7 +141,6 @@ Builder Empty() {
   b.empty = true;
   AddEdgeIds(&b);
   AddFreshIds(&b, 1, 20);
-  b.AddKey("");
   b.AddKey("video:1");
   return b;
 }
@@ -255,7 +256,6 @@ Builder StringKeys() {
   for (const std::string& k : old_keys) b.AddKey(k);
   for (const std::string& k : KeysOfEveryLength("fresh")) b.AddKey(k);
   for (int i = 200; i < 1200; ++i) b.AddKey(absl::StrCat("video:", i));
-  b.AddKey("");
   b.AddKey("7");  // key "7" is not id 7
   b.AddId(7);
   return b;
@@ -487,7 +487,7 @@ absl::StatusOr<std::vector<GoldenVector>> BuildGoldenVectors() {
        "release's filter (one grown to several segments) and two run slices",
        Mixed},
       {"string_keys",
-       "string keys of every XXH3 length class (0-256 bytes) and UTF-8, in "
+       "string keys of every XXH3 length class (1-256 bytes) and UTF-8, in "
        "two run slices; id 7 recorded, key \"7\" not",
        StringKeys},
       {"max_geometry",

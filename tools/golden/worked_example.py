@@ -60,7 +60,10 @@ def main():
          % (sl.start_ms, sl.end_ms)),
         (32, 1, "slice 0 Bloom segment count G", str(len(sl.segments))),
         (33, 1, "slice 0 run count R", str(len(sl.runs))),
-        (34, 4, "run 0 length L", str(10 + run.payload_bytes)),
+        (34, 4, "run 0 length L", "%d: the 10-byte run header and %d payload "
+         "bytes that follow L (the run takes 4 + %d bytes)"
+         % (10 + run.payload_bytes, run.payload_bytes,
+            10 + run.payload_bytes)),
         (run_at, 1, "run 0 precision b", str(run.precision)),
         (run_at + 1, 1, "run 0 Rice k", str(run.rice_k)),
         (run_at + 2, 4, "run 0 count n", str(run.count)),

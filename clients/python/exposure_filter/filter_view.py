@@ -9,7 +9,7 @@ server.
 
     view = FilterView.parse(get_filter_response.filter)   # MalformedFilter on bad bytes
     view.may_contain_id(123)        # True: maybe exposed (drop); False: never exposed
-    view.may_contain_key("video:9")
+    view.may_contain_key("video:9") # ValueError for "": not an item
     view.keep_mask_ids([1, 2, 3])   # [True, False, ...] True = keep (not exposed)
 """
 
@@ -48,6 +48,8 @@ _SEGMENT2 = struct.Struct("<IB")      # num_blocks, k
 _RUN_HEADER = struct.Struct("<BBII")  # b, Rice k, n, U - 1
 MIN_SLICE_SPAN_MS = 1000
 MAX_RICE_K = 31
+# A run's payload (L - 10) is shorter than this: under 2^32 - 64 bits.
+MAX_RUN_PAYLOAD_BYTES = (1 << 29) - 8
 
 _ID = struct.Struct("<Q")
 _U16 = struct.Struct("<H")
@@ -67,6 +69,15 @@ def hash_key(key):
     if isinstance(key, str):
         key = key.encode("utf-8")
     return xxhash.xxh3_64_intdigest(key, seed=HASH_SEED)
+
+
+def _check_key(key, field):
+    """Rejects the empty key, which is not an item: RecordExposure and
+    FilterRecalled answer INVALID_ARGUMENT for it, so a local check must not
+    answer either."""
+    if len(key) == 0:
+        raise ValueError("%s: empty (an item key is at least 1 byte; the "
+                         "server rejects empty keys)" % field)
 
 
 class Segment:
@@ -137,11 +148,17 @@ class Slice:
                 "runs": [r.as_dict() for r in self.runs]}
 
 
-def decode_run(data, index):
-    """Decodes and validates one run's bytes (b, k, n, U - 1, payload)."""
-    if len(data) < _RUN_HEADER.size:
-        raise MalformedFilter("run %d shorter than its header" % index)
-    b, k, n, u_minus_1 = _RUN_HEADER.unpack_from(data, 0)
+def decode_run(data, offset, length, index):
+    """Decodes and validates the run of `length` bytes at data[offset:] (b,
+    k, n, U - 1, payload), which the caller has checked fit before the
+    checksum. Checks in the order of docs/filter-format.md ("What a decoder
+    must reject", 7e): the header, then the codes' layout, then the
+    fingerprints' range, so that it names the same error as the C++
+    decoder for a run that breaks several rules."""
+    if length < _RUN_HEADER.size:
+        raise MalformedFilter("run %d of %d bytes is shorter than its %d-byte "
+                              "header" % (index, length, _RUN_HEADER.size))
+    b, k, n, u_minus_1 = _RUN_HEADER.unpack_from(data, offset)
     u = u_minus_1 + 1
     if not 1 <= b <= 32:
         raise MalformedFilter("run %d precision %d outside 1..32" % (index, b))
@@ -150,33 +167,52 @@ def decode_run(data, index):
                               % (index, u, b))
     if k > MAX_RICE_K:
         raise MalformedFilter("run %d Rice parameter %d above 31" % (index, k))
-    if not 1 <= n <= u:
-        raise MalformedFilter("run %d count %d outside 1..U" % (index, n))
-    payload = data[_RUN_HEADER.size:]
-    total = len(payload) * 8
+    if n > u:
+        raise MalformedFilter("run %d count %d exceeds universe %d"
+                              % (index, n, u))
+    payload_bytes = length - _RUN_HEADER.size
+    # Checked before a payload byte is read: a run's bit positions stay
+    # below 2^32 - 64, so no q_i * 2^k or f_i below can pass 2^63.
+    if payload_bytes >= MAX_RUN_PAYLOAD_BYTES:
+        raise MalformedFilter("run %d payload of %d bytes is too large (at "
+                              "most 2^29 - 9)" % (index, payload_bytes))
+    if n == 0:
+        raise MalformedFilter("run %d is empty" % index)
+    total = payload_bytes * 8
     if n * (k + 1) > total:
-        raise MalformedFilter("run %d truncated" % index)
+        raise MalformedFilter("run %d truncated: %d codes of k = %d need more "
+                              "than %d payload bytes"
+                              % (index, n, k, payload_bytes))
+    payload = data[offset + _RUN_HEADER.size:offset + length]
     # The payload's bits, least significant bit of byte 0 first.
     bits = "".join(format(byte, "08b")[::-1] for byte in payload)
+    # The codes' layout first: n one bits in the unary part (each q_i is the
+    # number of zeros before the next one), nothing set after the last.
     pos = n * k  # the unary parts follow the n remainders
-    fingerprints = []
-    f = -1
+    quotients = []
     for i in range(n):
         one = bits.find("1", pos)
         if one < 0:
             raise MalformedFilter("run %d truncated in code %d" % (index, i))
-        q = one - pos
+        quotients.append(one - pos)
         pos = one + 1
-        r = int(bits[i * k:(i + 1) * k][::-1], 2) if k else 0
-        f = f + 1 + ((q << k) | r)  # gap d_i = f_i - f_(i-1) - 1
-        if f >= u:
-            raise MalformedFilter("run %d fingerprint %d outside universe %d"
-                                  % (index, f, u))
-        fingerprints.append(f)
-    if (pos + 7) // 8 != len(payload) or "1" in bits[pos:]:
+    if (pos + 7) // 8 != payload_bytes or "1" in bits[pos:]:
         raise MalformedFilter("run %d has bytes or bits after its last code"
                               % index)
-    return Run(b, u, k, fingerprints, len(payload))
+    # Then the fingerprints: f_i = f_(i-1) + 1 + q_i * 2^k + r_i, strictly
+    # increasing, all below U. q_i >= U puts f_i at or past U already, so it
+    # is rejected before the shift, as the spec asks of every decoder.
+    fingerprints = []
+    f = -1
+    for i, q in enumerate(quotients):
+        if q < u:
+            r = int(bits[i * k:(i + 1) * k][::-1], 2) if k else 0
+            f = f + 1 + ((q << k) | r)  # gap d_i = f_i - f_(i-1) - 1
+        if q >= u or f >= u:
+            raise MalformedFilter("run %d code %d: fingerprint reaches the "
+                                  "universe %d" % (index, i, u))
+        fingerprints.append(f)
+    return Run(b, u, k, fingerprints, payload_bytes)
 
 
 class FilterView:
@@ -288,7 +324,7 @@ class FilterView:
                 (length,) = struct.unpack_from("<I", data, offset)
                 offset += 4
                 need(length, "run %d" % n_runs)
-                sl.runs.append(decode_run(data[offset:offset + length], n_runs))
+                sl.runs.append(decode_run(data, offset, length, n_runs))
                 offset += length
                 n_runs += 1
             for seg in sl.segments:
@@ -391,6 +427,9 @@ class FilterView:
         return self.may_contain_hash(hash_id(item_id))
 
     def may_contain_key(self, key):
+        """As may_contain_id for a string key. The empty key is not an item
+        (the server rejects it, docs/filter-format.md): ValueError."""
+        _check_key(key, "key")
         return self.may_contain_hash(hash_key(key))
 
     def keep_mask_hashes(self, hashes):
@@ -423,6 +462,10 @@ class FilterView:
         return self.keep_mask_hashes([hash_id(i) for i in ids])
 
     def keep_mask_keys(self, keys):
+        """As keep_mask_ids for string keys; ValueError naming keys[i] for
+        an empty key, as FilterRecalled rejects the whole request."""
+        for i, k in enumerate(keys):
+            _check_key(k, "keys[%d]" % i)
         return self.keep_mask_hashes([hash_key(k) for k in keys])
 
     def estimated_fp_rate(self):

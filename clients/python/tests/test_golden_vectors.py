@@ -12,7 +12,8 @@ import unittest
 
 import xxhash
 
-from exposure_filter.filter_view import FilterView, MalformedFilter
+from exposure_filter.filter_view import (MAX_RUN_PAYLOAD_BYTES, FilterView,
+                                         MalformedFilter, decode_run)
 
 TESTDATA = os.environ.get(
     "EF_TESTDATA_DIR",
@@ -143,6 +144,89 @@ class GoldenVectorsTest(unittest.TestCase):
             FilterView.parse(reseal(b"EXPF\x03\x00" + good[6:]))
         self.assertIn("versions 1 and 2", str(ctx.exception))
         self.assertIn("FilterRecalled", str(ctx.exception))
+
+    def test_checks_run_in_the_specified_order(self):
+        """Bytes that break two rules get the error of the one the spec
+        ("What a decoder must reject") checks first, as the C++ decoder
+        (tests/filter/filter_format_test.cc has the same cases)."""
+        good = vector(self.vectors, "tiny")
+        # tiny: run length L at 34, U - 1 at 44, payload 48..56 (64 bits of
+        # remainders, then the unary byte 0x96 = codes 01 1 01 001), f_0 =
+        # 108897 of U = 2^19, checksum at 57.
+
+        def put(data, offset, fmt, value):
+            bad = bytearray(data)
+            struct.pack_into(fmt, bad, offset, value)
+            return bytes(bad)
+
+        small_u = put(good, 44, "<I", 100000 - 1)  # f_0 reaches U
+        cases = {
+            # A code runs past the payload before any fingerprint is formed.
+            "truncated before fingerprint range":
+                (reseal(put(small_u, 56, "<B", 0x16)), "truncated in code 3"),
+            # A byte after the last code, before the fingerprint range.
+            "bytes after the codes before fingerprint range":
+                (reseal(put(small_u[:57] + b"\0" + small_u[57:], 34, "<I",
+                            20)), "after its last code"),
+            # The checksum before any field behind it.
+            "checksum before slice count": (put(good, 7, "<B", 9),
+                                            "checksum mismatch"),
+            # The version before the length.
+            "version before length": (b"EXPF\x03\x00" + good[6:20],
+                                      "unsupported format version 3"),
+            # A slice's start before its segment and run counts.
+            "start before counts": (reseal(put(put(good, 24, "<q",
+                                                   1795392000001),
+                                               32, "<B", 9)),
+                                    "not a non-negative multiple"),
+            # A run before the trailing-bytes check.
+            "run before trailing bytes":
+                (reseal(put(good[:57] + b"\0" + good[57:], 38, "<B", 33)),
+                 "precision 33"),
+        }
+        for name, (data, expected) in cases.items():
+            with self.subTest(name):
+                with self.assertRaises(MalformedFilter) as ctx:
+                    FilterView.parse(data)
+                self.assertIn(expected, str(ctx.exception))
+
+    def test_run_payload_limit_is_checked_before_the_payload(self):
+        # b = 32, k = 0, n = 1, U = 2^32: only the declared length differs.
+        # The limit is checked before any payload byte is read, so a run
+        # declaring 2^29 - 8 payload bytes needs none of them present.
+        header = struct.pack("<BBII", 32, 0, 1, 0xFFFFFFFF)
+        with self.assertRaises(MalformedFilter) as ctx:
+            decode_run(header, 0, 10 + MAX_RUN_PAYLOAD_BYTES, 0)
+        self.assertIn("too large", str(ctx.exception))
+        self.assertEqual(MAX_RUN_PAYLOAD_BYTES, (1 << 29) - 8)
+        # One byte less is within the limit: the next check (the codes, not
+        # present here) is the one that fails.
+        with self.assertRaises(MalformedFilter) as ctx:
+            decode_run(header, 0, 10 + MAX_RUN_PAYLOAD_BYTES - 1, 0)
+        self.assertIn("truncated in code 0", str(ctx.exception))
+        # The limit comes before n = 0.
+        empty = struct.pack("<BBII", 32, 0, 0, 0xFFFFFFFF)
+        with self.assertRaises(MalformedFilter) as ctx:
+            decode_run(empty, 0, 10 + MAX_RUN_PAYLOAD_BYTES, 0)
+        self.assertIn("too large", str(ctx.exception))
+
+    def test_the_empty_key_is_rejected_not_answered(self):
+        view = FilterView.parse(vector(self.vectors, "string_keys"))
+        with self.assertRaises(ValueError) as ctx:
+            view.may_contain_key("")
+        self.assertIn("empty", str(ctx.exception))
+        with self.assertRaises(ValueError):
+            view.may_contain_key(b"")
+        with self.assertRaises(ValueError) as ctx:
+            view.keep_mask_keys(["video:1", ""])
+        self.assertIn("keys[1]", str(ctx.exception))
+        self.assertEqual(view.keep_mask_keys(["video:1"]),
+                         [not view.may_contain_key("video:1")])
+
+    def test_no_vector_expects_an_answer_for_the_empty_key(self):
+        for v in self.vectors:
+            self.assertNotIn("", [c.get("key") for c in v["candidates"]],
+                             v["name"])
 
     def test_estimated_fp_rate_is_the_runs_share(self):
         view = FilterView.parse(vector(self.vectors, "multi_slice"))
