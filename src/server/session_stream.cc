@@ -220,7 +220,9 @@ void SessionStream::HandleSubscribe(uint64_t id,
                                                   request.user_id());
     sub = fresh.get();
   }
-  if (absl::Status s = TakeSnapshot(sub, id, request.if_version(), &request);
+  bool queued = false;
+  if (absl::Status s =
+          TakeSnapshot(sub, id, request.if_version(), &request, &queued);
       !s.ok()) {
     if (fresh != nullptr) hub_->ReleaseSubscription();
     EnqueueError(id, "subscribe", s);
@@ -232,7 +234,9 @@ void SessionStream::HandleSubscribe(uint64_t id,
 
 absl::Status SessionStream::TakeSnapshot(SessionSubscription* sub, uint64_t id,
                                          const std::string& if_version,
-                                         const v1::SessionSubscribe* request) {
+                                         const v1::SessionSubscribe* request,
+                                         bool* queued) {
+  *queued = false;
   v1::GetFilterRequest req;
   req.set_surface(sub->surface);
   req.set_user_id(sub->user_id);
@@ -279,12 +283,14 @@ absl::Status SessionStream::TakeSnapshot(SessionSubscription* sub, uint64_t id,
              static_cast<int64_t>(queue_.size()) < o.max_queue_messages);
         if (!fits) {
           pending_.push_back(sub->key);
+          sub->snapshot_bytes_hint = static_cast<int64_t>(bytes);
           return;
         }
         queue_.push_back(Queued{std::move(message), bytes, Kind::kSnapshot});
         queue_bytes_ += static_cast<int64_t>(bytes);
         hub_->AddQueueBytes(static_cast<int64_t>(bytes));
         sub->synced_generation = generation_;
+        *queued = true;
         hub_->Bump(not_modified ? SessionHub::Count::kSnapshotNotModified
                                 : SessionHub::Count::kSnapshotFull);
       });
@@ -487,8 +493,16 @@ void SessionStream::SnapshotPending() {
     {
       MutexLock lock(&mu_);
       if (sub->synced_generation == generation_) continue;
+      // Known not to fit yet: do not encode it again for nothing.
+      if (!queue_.empty() && queue_bytes_ + sub->snapshot_bytes_hint >
+                                 hub_->options().max_queue_bytes) {
+        pending_.push_front(std::move(key));
+        return;
+      }
     }
-    if (absl::Status s = TakeSnapshot(sub, /*id=*/0, "", nullptr); !s.ok()) {
+    bool queued = false;
+    if (absl::Status s = TakeSnapshot(sub, /*id=*/0, "", nullptr, &queued);
+        !s.ok()) {
       // E.g. a replicated copy not serving: the client answers through
       // mode A meanwhile (and is refused there too, so it fails over);
       // retried by the next tick.
@@ -496,6 +510,9 @@ void SessionStream::SnapshotPending() {
       pending_.push_front(std::move(key));
       return;
     }
+    // Too big for what is queued (TakeSnapshot put it back in line): it
+    // goes once the queue has drained, alone if need be.
+    if (!queued) return;
   }
 }
 
@@ -523,10 +540,14 @@ void SessionStream::Tick(int64_t now_monotonic_ms) {
       subs_.erase(it++);
     }
   }
+  // Retry snapshots only on a stream that is draining: with a write stuck
+  // (the client is not reading) a snapshot would only sit in the queue
+  // and, once its subscription is synced again, let pushes refill it.
   bool pending = false;
   {
     MutexLock lock(&mu_);
-    pending = !pending_.empty() || resync_all_;
+    pending = (!pending_.empty() || resync_all_) && !writing_ &&
+              queue_.empty() && !end_requested_;
   }
   if (pending) SnapshotPending();
   Kick();

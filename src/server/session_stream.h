@@ -59,6 +59,9 @@ struct SessionSubscription {
   // subscription is synced (its pushes are queued) while this equals the
   // stream's generation. 0: never snapshotted.
   uint64_t synced_generation = 0;  // guarded by stream's queue lock
+  // Bytes of the last snapshot that did not fit the queue, so a pending
+  // one is not encoded again until it can (guarded by the queue lock).
+  int64_t snapshot_bytes_hint = 0;
   // Store clock MonotonicMs of the last request naming the user (lease).
   int64_t last_used_ms = 0;  // guarded by stream's control lock
 };
@@ -120,11 +123,14 @@ class SessionStream final
                          const exposure::v1::SessionUnsubscribe& u);
   void HandleFilter(uint64_t id, const exposure::v1::FilterRecalledRequest& f);
   void HandlePing(uint64_t id);
-  // Pulls `sub`'s filter and queues its snapshot (answering `id`, or 0),
-  // registering it with the hub first if `register_sub`. Needs control_mu_.
+  // Pulls `sub`'s filter, registers `sub` with the hub (if it is not yet)
+  // and queues the snapshot (answering `id`, or 0), all under the user's
+  // shard lock. *queued is false when the snapshot did not fit the queue:
+  // the subscription is then in `pending_`, unsynced.
   absl::Status TakeSnapshot(SessionSubscription* sub, uint64_t id,
                             const std::string& if_version,
-                            const exposure::v1::SessionSubscribe* request)
+                            const exposure::v1::SessionSubscribe* request,
+                            bool* queued)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // Snapshots the subscriptions a resync or a full queue left waiting, as
   // long as the queue is under half its budget.
