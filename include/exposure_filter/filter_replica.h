@@ -124,6 +124,16 @@ class FilterReplica {
   // users (or the replica knows they are not synced).
   absl::Status Sync();
 
+  // Drops the user's copy and unsubscribes it (its feed session ended,
+  // say); the next check subscribes again.
+  void Forget(absl::string_view surface, absl::string_view user_id);
+
+  // Ends the stream and opens a new one: every user is answered through
+  // mode A until its new snapshot. The replica does this on its own when
+  // pings go unanswered for 10 x max_staleness (at least 1 s): a server
+  // that stopped answering, or a connection gone silent.
+  void Reconnect();
+
   FilterReplicaStats stats() const;
 
   class Impl;

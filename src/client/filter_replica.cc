@@ -146,6 +146,8 @@ class FilterReplica::Impl final : public SessionCall::Listener {
                      CheckPath* path);
   absl::Status Sync();
   FilterReplicaStats Stats() const;
+  void Forget(absl::string_view surface, absl::string_view user_id);
+  void Reconnect();
 
   // SessionCall::Listener.
   void OnResponse(const SessionCall* call,
@@ -179,7 +181,6 @@ class FilterReplica::Impl final : public SessionCall::Listener {
                      absl::Span<const uint64_t> ids,
                      absl::Span<const std::string> keys, uint8_t* keep,
                      CheckPath* path);
-  void Reconnect();
   void PingLoop();
   void MarkAllUnsynced(bool unsubscribed);
 
@@ -191,6 +192,8 @@ class FilterReplica::Impl final : public SessionCall::Listener {
   const FilterReplicaOptions options_;
   std::atomic<uint64_t> next_id_{1};
 
+  // Serializes Reconnect (the pinger's and the caller's).
+  absl::Mutex reconnect_mu_;
   mutable absl::Mutex mu_;
   absl::CondVar pong_cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -809,13 +812,16 @@ void FilterReplica::Impl::OnEnded(const SessionCall* call,
 }
 
 void FilterReplica::Impl::Reconnect() {
+  absl::MutexLock serial(&reconnect_mu_);
   std::shared_ptr<SessionCall> old;
   {
     absl::MutexLock lock(&mu_);
     old = call_;
-    call_ = nullptr;
   }
   if (old != nullptr) {
+    // Still the current call while it ends, so OnEnded unsyncs every user
+    // and fails the requests waiting on it: nothing held from it is
+    // trusted on the new stream, where no user is subscribed yet.
     old->Cancel();
     old->WaitDone();
     n_.reconnects.fetch_add(1, std::memory_order_relaxed);
@@ -824,6 +830,7 @@ void FilterReplica::Impl::Reconnect() {
   absl::MutexLock lock(&mu_);
   call_ = std::move(call);
   clock_.ref_sent = absl::InfinitePast();  // nothing vouched for yet
+  pings_.clear();
 }
 
 void FilterReplica::Impl::PingLoop() {
@@ -837,8 +844,15 @@ void FilterReplica::Impl::PingLoop() {
         return;
       }
       call = call_;
-      reconnect = (call == nullptr || call->ended()) &&
-                  MonotonicTime() >= reconnect_at_;
+      const absl::Time now = MonotonicTime();
+      reconnect = (call == nullptr || call->ended()) && now >= reconnect_at_;
+      // Pings unanswered for long: the server or the connection is stuck
+      // (a broken connection can take keepalive's minutes to notice).
+      const absl::Duration silence =
+          std::max(absl::Seconds(1), 10 * options_.max_staleness);
+      for (const auto& [id, sent] : pings_) {
+        if (now - sent > silence) reconnect = true;
+      }
       if (lru_.empty()) call = nullptr;  // nothing to keep fresh
     }
     if (reconnect) {
@@ -847,6 +861,23 @@ void FilterReplica::Impl::PingLoop() {
       SendPing(call.get());
     }
   }
+}
+
+void FilterReplica::Impl::Forget(absl::string_view surface,
+                                 absl::string_view user_id) {
+  std::vector<std::shared_ptr<Entry>> victims;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(EntryKey(surface, user_id));
+    if (it == entries_.end()) return;
+    std::shared_ptr<Entry> e = *it->second;
+    bytes_ -= e->bytes;
+    e->bytes = 0;
+    lru_.erase(it->second);
+    entries_.erase(it);
+    victims.push_back(std::move(e));
+  }
+  Drop(victims);
 }
 
 FilterReplicaStats FilterReplica::Impl::Stats() const {
@@ -941,6 +972,13 @@ absl::Status FilterReplica::Check(absl::string_view surface,
 }
 
 absl::Status FilterReplica::Sync() { return impl_->Sync(); }
+
+void FilterReplica::Forget(absl::string_view surface,
+                           absl::string_view user_id) {
+  impl_->Forget(surface, user_id);
+}
+
+void FilterReplica::Reconnect() { impl_->Reconnect(); }
 
 FilterReplicaStats FilterReplica::stats() const { return impl_->Stats(); }
 

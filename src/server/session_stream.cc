@@ -284,12 +284,16 @@ absl::Status SessionStream::TakeSnapshot(SessionSubscription* sub, uint64_t id,
         if (!fits) {
           pending_.push_back(sub->key);
           sub->snapshot_bytes_hint = static_cast<int64_t>(bytes);
+          // A synced subscription (a renewal or compaction) stays synced
+          // meanwhile, but the client still waits for this snapshot.
+          sub->snapshot_owed = true;
           return;
         }
         queue_.push_back(Queued{std::move(message), bytes, Kind::kSnapshot});
         queue_bytes_ += static_cast<int64_t>(bytes);
         hub_->AddQueueBytes(static_cast<int64_t>(bytes));
         sub->synced_generation = generation_;
+        sub->snapshot_owed = false;
         *queued = true;
         hub_->Bump(not_modified ? SessionHub::Count::kSnapshotNotModified
                                 : SessionHub::Count::kSnapshotFull);
@@ -492,7 +496,9 @@ void SessionStream::SnapshotPending() {
     SessionSubscription* sub = it->second.get();
     {
       MutexLock lock(&mu_);
-      if (sub->synced_generation == generation_) continue;
+      if (sub->synced_generation == generation_ && !sub->snapshot_owed) {
+        continue;
+      }
       // Known not to fit yet: do not encode it again for nothing.
       if (!queue_.empty() && queue_bytes_ + sub->snapshot_bytes_hint >
                                  hub_->options().max_queue_bytes) {

@@ -62,6 +62,9 @@ struct SessionSubscription {
   // Bytes of the last snapshot that did not fit the queue, so a pending
   // one is not encoded again until it can (guarded by the queue lock).
   int64_t snapshot_bytes_hint = 0;
+  // A snapshot the client asked for did not fit the queue and is still to
+  // be sent (guarded by the queue lock).
+  bool snapshot_owed = false;
   // Store clock MonotonicMs of the last request naming the user (lease).
   int64_t last_used_ms = 0;  // guarded by stream's control lock
 };

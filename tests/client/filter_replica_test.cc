@@ -393,5 +393,87 @@ TEST(FilterReplicaGapTest, AGapIsDetectedAndResynced) {
   server->Shutdown();
 }
 
+// A scripted server that drops a push and says so (a resync notice) but
+// sends no new snapshot: the replica must answer through mode A from then
+// on, however fresh its pongs.
+TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {
+  // The notice is sent when the client first pings after its snapshot.
+  class Service final : public v1::ExposureFilter::Service {
+   public:
+    grpc::Status Session(
+        grpc::ServerContext* /*ctx*/,
+        grpc::ServerReaderWriter<v1::SessionResponse, v1::SessionRequest>*
+            stream) override {
+      const FilterPolicy policy = *FilterPolicy::Create({});
+      std::string empty;
+      const std::string version =
+          FilterVersionString(EncodeFilter(nullptr, policy, kNowMs, &empty));
+      v1::SessionRequest req;
+      bool snapshot_sent = false;
+      while (stream->Read(&req)) {
+        v1::SessionResponse out;
+        out.set_request_id(req.request_id());
+        if (req.has_subscribe() && !snapshot_sent) {
+          snapshot_sent = true;
+          v1::SessionSnapshot* s = out.mutable_snapshot();
+          s->set_surface(req.subscribe().surface());
+          s->set_user_id(req.subscribe().user_id());
+          s->set_filter(empty);
+          s->set_version(version);
+          s->set_server_time_ms(kNowMs);
+          s->set_retention_ms(policy.retention_ms());
+          s->set_slice_span_ms(policy.slice_span_ms());
+          s->set_idle_timeout_ms(600000);
+          stream->Write(out);
+        } else if (req.has_ping()) {
+          if (snapshot_sent && pings_after_snapshot_++ == 2) {
+            // Item 9's push was dropped: say so, ahead of this pong.
+            v1::SessionResponse notice;
+            notice.mutable_resync()->set_reason(v1::SessionResync::QUEUE_FULL);
+            stream->Write(notice);
+          }
+          out.mutable_pong()->set_server_time_ms(kNowMs);
+          stream->Write(out);
+        } else if (req.has_filter()) {
+          std::string mask((req.filter().candidate_ids_size() + 7) / 8, '\0');
+          for (int i = 0; i < req.filter().candidate_ids_size(); ++i) {
+            if (req.filter().candidate_ids(i) != 9) {
+              mask[i / 8] |= 1 << (i % 8);
+            }
+          }
+          out.mutable_filter()->set_keep_mask(mask);
+          stream->Write(out);
+        }
+      }
+      return grpc::Status::OK;
+    }
+    std::atomic<int> pings_after_snapshot_{0};
+  } service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials());
+  auto r = FilterReplica::Connect(channel, TestOptions());
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<uint8_t> keep(2);
+  CheckPath path = CheckPath::kUnary;
+  ASSERT_TRUE((*r)->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
+  // Pings until the notice has been sent and read.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*r)->Sync().ok());
+  ASSERT_GE(service.pings_after_snapshot_, 3);
+  ASSERT_TRUE((*r)->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
+  EXPECT_EQ(keep, (std::vector<uint8_t>{0, 1}))
+      << "answered from a copy the server said was out of sync";
+  EXPECT_NE(path, CheckPath::kLocal);
+  EXPECT_EQ((*r)->stats().resyncs, 1u);
+  r->reset();
+  server->Shutdown();
+}
+
 }  // namespace
 }  // namespace exposure_filter

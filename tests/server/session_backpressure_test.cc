@@ -156,6 +156,43 @@ TEST_F(SessionBackpressureTest, AStoppedReaderIsBoundedThenResynced) {
   EXPECT_EQ(next->push().sequence(), static_cast<uint64_t>(kWrites) + 1);
 }
 
+// A pong vouches for every push queued before it: when an overflow drops
+// those pushes, the resync notice must reach the client before that pong,
+// or the client would trust a copy missing them.
+TEST_F(SessionBackpressureTest, TheResyncGoesAheadOfAPongQueuedBeforeIt) {
+  SessionTestClient c(NarrowWindowChannel(server_->port()),
+                      /*start_reading=*/false);
+  ASSERT_TRUE(c.Subscribe(1, "h", "u1"));
+  SessionHub& hub = server_->session_hub();
+  auto wait_for = [](auto done) {
+    for (int i = 0; i < 2000 && !done(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return done();
+  };
+  // Pushes past the client's window, a quarter of the queue behind it
+  // (reading pauses only at half, so the ping below is still read).
+  int w = 0;
+  while (hub.queue_bytes() < kQueueBytes / 4 && w < 20000) {
+    Record("u1", 1'000'000 + w++ * 20, 20);
+  }
+  ASSERT_GT(hub.queue_bytes(), 0);
+  ASSERT_TRUE(c.Ping(77));
+  ASSERT_TRUE(wait_for([&] { return hub.counters().requests_ping == 1; }));
+  while (hub.counters().resyncs == 0 && w < 40000) {
+    Record("u1", 1'000'000 + w++ * 20, 20);
+  }
+  ASSERT_EQ(hub.counters().resyncs, 1u);
+  c.StartReading();
+  bool resynced = false;
+  std::optional<v1::SessionResponse> r;
+  while ((r = c.Next()).has_value() && !r->has_pong()) {
+    resynced |= r->has_resync();
+  }
+  ASSERT_TRUE(r.has_value()) << "no pong";
+  EXPECT_TRUE(resynced) << "the pong came before the resync notice";
+}
+
 // Not a bound check: what one subscription and one stream cost, printed
 // for docs/session-stream.md, with a loose ceiling so a leak fails.
 TEST_F(SessionBackpressureTest, MemoryPerSubscriptionAndPerStream) {

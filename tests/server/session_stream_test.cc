@@ -8,9 +8,11 @@
 #include <prometheus/client_metric.h>
 #include <prometheus/metric_family.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -189,6 +191,93 @@ TEST_F(SessionStreamTest, WritesAppliedByTheStoreDirectlyArePushedToo) {
   EXPECT_EQ(r.push().sequence(), 1u);
   EXPECT_THAT(r.push().item_hashes(), ElementsAre(HashItemId(99)));
   EXPECT_EQ(r.push().event_time_ms(), kNowMs - 1000);
+}
+
+TEST_F(SessionStreamTest, NothingFallsBetweenTheSnapshotAndTheFirstPush) {
+  // Writes run while the stream subscribes, unsubscribes and subscribes
+  // again: every subscription's snapshot and the pushes after it must hold
+  // every write, with consecutive sequences.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> written{0};
+  std::thread writer([&] {
+    auto stub = v1::ExposureFilter::NewStub(channel_);
+    for (uint64_t i = 1; !stop; ++i) {
+      v1::RecordExposureRequest req;
+      req.set_surface("h");
+      req.add_exposures()->set_user_id("u1");
+      req.mutable_exposures(0)->add_item_ids(i);
+      v1::RecordExposureResponse resp;
+      grpc::ClientContext ctx;
+      ASSERT_TRUE(stub->RecordExposure(&ctx, req, &resp).ok());
+      written = i;
+    }
+  });
+  SessionTestClient c(channel_);
+  uint64_t id = 0;
+  for (int round = 0; round < 40; ++round) {
+    while (written < static_cast<uint64_t>(round) * 5) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    v1::SessionRequest u;
+    u.set_request_id(++id);
+    u.mutable_unsubscribe()->set_surface("h");
+    u.mutable_unsubscribe()->set_user_id("u1");
+    ASSERT_TRUE(c.Write(u));
+    ASSERT_TRUE(c.Subscribe(++id, "h", "u1"));
+  }
+  stop = true;
+  writer.join();
+  const uint64_t last = written;
+  ASSERT_TRUE(c.Ping(++id));
+  // Replay: after each snapshot, its items plus the pushes that follow.
+  // Writes are sequential, so when item i is pushed every item below i was
+  // acknowledged before it: each must be in the snapshot or pushed.
+  std::optional<FilterView> view;
+  std::string bytes;
+  std::set<uint64_t> pushed;
+  uint64_t sequence = 0;
+  uint64_t newest = 0;  // largest item pushed in this subscription
+  int snapshots = 0;
+  auto covered = [&](uint64_t upto) {
+    for (uint64_t i = 1; i <= upto; ++i) {
+      if (!view->MayContainId(i) && !pushed.count(HashItemId(i))) return i;
+    }
+    return uint64_t{0};
+  };
+  for (std::optional<v1::SessionResponse> r = c.Next(); r.has_value();
+       r = c.Next()) {
+    if (r->has_pong()) break;
+    if (r->has_snapshot()) {
+      if (view.has_value()) {
+        ASSERT_EQ(covered(newest), 0u)
+            << "subscription " << snapshots << ": an item before " << newest
+            << " is neither in its snapshot nor pushed";
+      }
+      newest = 0;
+      ++snapshots;
+      bytes = r->snapshot().filter();
+      absl::StatusOr<FilterView> v = FilterView::Parse(bytes);
+      ASSERT_TRUE(v.ok()) << v.status();
+      view = *v;
+      pushed.clear();
+      sequence = r->snapshot().sequence();
+    } else if (r->has_push()) {
+      ASSERT_TRUE(view.has_value()) << "a push before any snapshot";
+      ASSERT_EQ(r->push().sequence(), sequence + 1) << "a gap";
+      sequence = r->push().sequence();
+      for (uint64_t h : r->push().item_hashes()) pushed.insert(h);
+      for (uint64_t i = newest + 1; i <= last; ++i) {
+        if (r->push().item_hashes(0) == HashItemId(i)) newest = i;
+      }
+    }
+  }
+  ASSERT_EQ(snapshots, 40);
+  ASSERT_TRUE(view.has_value());
+  for (uint64_t i = 1; i <= last; ++i) {
+    ASSERT_TRUE(view->MayContainId(i) || pushed.count(HashItemId(i)))
+        << "item " << i << " of " << last
+        << " is neither in the last snapshot nor pushed after it";
+  }
 }
 
 TEST_F(SessionStreamTest, CurrentVersionIsAnsweredNotModified) {
