@@ -124,11 +124,7 @@ class FilterReplica::Impl final : public SessionCall::Listener {
       stopping_ = true;
     }
     pinger_.join();
-    std::shared_ptr<SessionCall> call;
-    {
-      absl::MutexLock lock(&mu_);
-      call = call_;
-    }
+    std::shared_ptr<SessionCall> call = CurrentCall(/*live_only=*/false);
     if (call != nullptr) {
       call->Cancel();
       call->WaitDone();
@@ -155,6 +151,12 @@ class FilterReplica::Impl final : public SessionCall::Listener {
   void OnEnded(const SessionCall* call, const grpc::Status& status) override;
 
  private:
+  // The stream; with live_only, null once it has ended.
+  std::shared_ptr<SessionCall> CurrentCall(bool live_only) const {
+    absl::MutexLock lock(&mu_);
+    if (live_only && (call_ == nullptr || call_->ended())) return nullptr;
+    return call_;
+  }
   std::shared_ptr<Entry> GetOrCreate(const std::string& key,
                                      absl::string_view surface,
                                      absl::string_view user);
@@ -239,11 +241,7 @@ absl::Status FilterReplica::Impl::Check(absl::string_view surface,
   const size_t n = ids.size() + keys.size();
   const std::string key = EntryKey(surface, user_id);
   std::shared_ptr<Entry> e = GetOrCreate(key, surface, user_id);
-  std::shared_ptr<SessionCall> call;
-  {
-    absl::MutexLock lock(&mu_);
-    if (call_ != nullptr && !call_->ended()) call = call_;
-  }
+  std::shared_ptr<SessionCall> call = CurrentCall(/*live_only=*/true);
   // absl waits take wall-clock deadlines.
   const absl::Time deadline = absl::Now() + options_.deadline;
   bool first = false;
@@ -334,11 +332,7 @@ absl::Status FilterReplica::Impl::ModeA(absl::string_view surface,
   f.set_mode(v1::KEEP_MASK);
   f.mutable_candidate_ids()->Add(ids.begin(), ids.end());
   for (const std::string& k : keys) f.add_candidate_keys(k);
-  std::shared_ptr<SessionCall> call;
-  {
-    absl::MutexLock lock(&mu_);
-    if (call_ != nullptr && !call_->ended()) call = call_;
-  }
+  std::shared_ptr<SessionCall> call = CurrentCall(/*live_only=*/true);
   if (call != nullptr) {
     const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
     auto pending = std::make_shared<PendingFilter>();
@@ -390,11 +384,7 @@ absl::Status FilterReplica::Impl::ModeA(absl::string_view surface,
 }
 
 absl::Status FilterReplica::Impl::Sync() {
-  std::shared_ptr<SessionCall> call;
-  {
-    absl::MutexLock lock(&mu_);
-    call = call_;
-  }
+  std::shared_ptr<SessionCall> call = CurrentCall(/*live_only=*/false);
   if (call == nullptr || call->ended()) {
     return absl::UnavailableError("session: the stream is down");
   }
@@ -551,11 +541,7 @@ std::vector<std::shared_ptr<Entry>> FilterReplica::Impl::EvictLocked() {
 void FilterReplica::Impl::Drop(
     const std::vector<std::shared_ptr<Entry>>& victims) {
   if (victims.empty()) return;
-  std::shared_ptr<SessionCall> call;
-  {
-    absl::MutexLock lock(&mu_);
-    call = call_;
-  }
+  std::shared_ptr<SessionCall> call = CurrentCall(/*live_only=*/false);
   for (const std::shared_ptr<Entry>& victim : victims) {
     absl::MutexLock lock(&victim->mu);
     victim->synced = false;
@@ -728,11 +714,7 @@ void FilterReplica::Impl::OnSnapshot(const v1::SessionResponse& r) {
 void FilterReplica::Impl::OnPush(const v1::SessionPush& p) {
   std::shared_ptr<Entry> e = Find(p.surface(), p.user_id());
   if (e == nullptr) return;
-  std::shared_ptr<SessionCall> call;
-  {
-    absl::MutexLock lock(&mu_);
-    call = call_;
-  }
+  std::shared_ptr<SessionCall> call = CurrentCall(/*live_only=*/false);
   bool account = false;
   {
     absl::MutexLock lock(&e->mu);
@@ -813,11 +795,7 @@ void FilterReplica::Impl::OnEnded(const SessionCall* call,
 
 void FilterReplica::Impl::Reconnect() {
   absl::MutexLock serial(&reconnect_mu_);
-  std::shared_ptr<SessionCall> old;
-  {
-    absl::MutexLock lock(&mu_);
-    old = call_;
-  }
+  std::shared_ptr<SessionCall> old = CurrentCall(/*live_only=*/false);
   if (old != nullptr) {
     // Still the current call while it ends, so OnEnded unsyncs every user
     // and fails the requests waiting on it: nothing held from it is

@@ -2,14 +2,9 @@
 
 #include <utility>
 
+#include "src/base/inline_completion_loop.h"
+
 namespace exposure_filter {
-namespace {
-
-// The call whose Kick runs on this thread (see Kick).
-thread_local SessionCall* tl_kicking = nullptr;
-thread_local bool tl_kick_again = false;
-
-}  // namespace
 
 std::shared_ptr<SessionCall> SessionCall::Start(
     exposure::v1::ExposureFilter::Stub* stub, Listener* listener) {
@@ -37,21 +32,7 @@ bool SessionCall::Send(exposure::v1::SessionRequest request) {
 }
 
 void SessionCall::Kick() {
-  if (tl_kicking == this) {
-    // A write completed inline, inside StartWrite, on this thread: the
-    // outer loop starts the next one.
-    tl_kick_again = true;
-    return;
-  }
-  SessionCall* const outer = tl_kicking;
-  const bool outer_again = tl_kick_again;
-  tl_kicking = this;
-  do {
-    tl_kick_again = false;
-    KickOnce();
-  } while (tl_kick_again);
-  tl_kicking = outer;
-  tl_kick_again = outer_again;
+  RunAsLoop(this, [this] { KickOnce(); });
 }
 
 void SessionCall::KickOnce() {

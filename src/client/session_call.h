@@ -54,8 +54,9 @@ class SessionCall final
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
-  // Starts the next queued write if none is in flight; loops instead of
-  // recursing when a write completes inside StartWrite.
+  // Starts the next queued write if none is in flight, as a loop
+  // (inline_completion_loop.h): a write completing inside StartWrite does
+  // not recurse.
   void Kick();
   void KickOnce();
 

@@ -135,14 +135,19 @@ size_t SessionHub::streams() const {
   return streams_.size();
 }
 
-void SessionHub::Shutdown() {
+std::vector<std::shared_ptr<SessionStream>> SessionHub::StreamList(
+    bool shutting_down) {
   std::vector<std::shared_ptr<SessionStream>> streams;
-  {
-    MutexLock lock(&streams_mu_);
-    shutting_down_ = true;
-    for (const auto& [key, stream] : streams_) streams.push_back(stream);
-  }
-  for (const std::shared_ptr<SessionStream>& s : streams) {
+  MutexLock lock(&streams_mu_);
+  shutting_down_ |= shutting_down;
+  streams.reserve(streams_.size());
+  for (const auto& [key, stream] : streams_) streams.push_back(stream);
+  return streams;
+}
+
+void SessionHub::Shutdown() {
+  for (const std::shared_ptr<SessionStream>& s :
+       StreamList(/*shutting_down=*/true)) {
     s->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "session: the server is shutting down; resubscribe "
                         "on another owner"),
@@ -152,12 +157,8 @@ void SessionHub::Shutdown() {
 }
 
 void SessionHub::Tick(int64_t now_monotonic_ms) {
-  std::vector<std::shared_ptr<SessionStream>> streams;
-  {
-    MutexLock lock(&streams_mu_);
-    for (const auto& [key, stream] : streams_) streams.push_back(stream);
-  }
-  for (const std::shared_ptr<SessionStream>& s : streams) {
+  for (const std::shared_ptr<SessionStream>& s :
+       StreamList(/*shutting_down=*/false)) {
     s->Tick(now_monotonic_ms);
   }
 }

@@ -164,6 +164,9 @@ class SessionHub final : public StoreApplyObserver,
   };
   static constexpr size_t kShards = 64;
   HubShard& ShardFor(absl::string_view key) const;
+  // The open streams (acted on outside the lock); `shutting_down` first
+  // refuses new ones.
+  std::vector<std::shared_ptr<SessionStream>> StreamList(bool shutting_down);
   // Queues the serialized message on every synced subscriber of `topic`
   // (under its shard lock) and remembers the streams to kick.
   void Publish(const Topic& topic, absl::string_view surface,

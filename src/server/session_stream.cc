@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "exposure_filter/owner_hint.h"
+#include "src/base/inline_completion_loop.h"
 #include "src/base/log_rate_limiter.h"
 #include "src/server/request_parser.h"
 #include "src/server/request_validation.h"
@@ -16,11 +17,6 @@ namespace exposure_filter {
 namespace {
 
 namespace v1 = exposure::v1;
-
-// The stream whose Kick runs on this thread, and whether a write that
-// completed inline asked for another round (see KickOnce).
-thread_local SessionStream* tl_kicking = nullptr;
-thread_local bool tl_kick_again = false;
 
 // A refused request's status in the stream: its field named from the
 // request's kind ("subscribe.user_id: empty"), as the unary RPCs name it
@@ -563,22 +559,7 @@ void SessionStream::Tick(int64_t now_monotonic_ms) {
 // -------------------------------------------------------
 
 void SessionStream::Kick() {
-  if (tl_kicking == this) {
-    // A write completed inside StartWrite (gRPC runs the callback inline
-    // on a thread without its own callback context): let the outer Kick
-    // start the next one instead of recursing once per queued message.
-    tl_kick_again = true;
-    return;
-  }
-  SessionStream* const outer = tl_kicking;
-  const bool outer_again = tl_kick_again;
-  tl_kicking = this;
-  do {
-    tl_kick_again = false;
-    KickOnce();
-  } while (tl_kick_again);
-  tl_kicking = outer;
-  tl_kick_again = outer_again;
+  RunAsLoop(this, [this] { KickOnce(); });
 }
 
 void SessionStream::KickOnce() {

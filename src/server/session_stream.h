@@ -149,8 +149,8 @@ class SessionStream final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClearQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowLocked(int divisor) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts at most one write, or Finish; Kick loops over it so a write
-  // completing inline (inside StartWrite) does not recurse.
+  // Starts at most one write, or Finish; Kick runs it as a loop
+  // (inline_completion_loop.h).
   void KickOnce();
 
   SessionHub* const hub_;

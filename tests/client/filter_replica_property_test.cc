@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "src/server/exposure_filter_server.h"
 #include "src/store/clock.h"
+#include "tests/server/session_test_client.h"
 
 namespace exposure_filter {
 namespace {
@@ -57,10 +58,7 @@ struct Tally {
 class ReplicaPropertyTest : public ::testing::TestWithParam<uint64_t> {
  protected:
   void SetUp() override {
-    ServerConfig c;
-    c.listen_address = "127.0.0.1:0";
-    c.shards = 4;
-    c.shutdown_grace = absl::Seconds(1);
+    ServerConfig c = testing::SessionTestConfig();
     // A small queue so bursts overflow it and resync the stream.
     c.session.max_queue_messages = 16;
     c.session.max_queue_bytes = 8 << 10;
@@ -115,20 +113,7 @@ class ReplicaPropertyTest : public ::testing::TestWithParam<uint64_t> {
   }
 
   std::vector<uint8_t> ServerKeep(int u, const std::vector<uint64_t>& ids) {
-    v1::FilterRecalledRequest req;
-    req.set_surface("h");
-    req.set_user_id(User(u));
-    req.set_mode(v1::KEEP_MASK);
-    for (uint64_t id : ids) req.add_candidate_ids(id);
-    v1::FilterRecalledResponse resp;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(stub_->FilterRecalled(&ctx, req, &resp).ok());
-    std::vector<uint8_t> keep(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      keep[i] =
-          (static_cast<unsigned char>(resp.keep_mask()[i / 8]) >> (i % 8)) & 1;
-    }
-    return keep;
+    return testing::ServerKeep(stub_.get(), "h", User(u), ids);
   }
 
   void CheckUser(int u, std::mt19937_64& rng, Tally* t) {

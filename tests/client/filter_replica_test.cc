@@ -22,6 +22,7 @@
 #include "src/filter/filter_policy.h"
 #include "src/server/exposure_filter_server.h"
 #include "src/store/clock.h"
+#include "tests/server/session_test_client.h"
 
 namespace exposure_filter {
 namespace {
@@ -42,12 +43,9 @@ FilterReplicaOptions TestOptions() {
 
 class FilterReplicaTest : public ::testing::Test {
  protected:
-  void SetUp() override { StartServer({}); }
+  void SetUp() override { StartServer(testing::SessionTestConfig()); }
 
-  void StartServer(ServerConfig c) {
-    c.listen_address = "127.0.0.1:0";
-    c.shards = 4;
-    c.shutdown_grace = absl::Seconds(1);
+  void StartServer(const ServerConfig& c) {
     auto server = ExposureFilterServer::Start(c, &clock_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -89,20 +87,7 @@ class FilterReplicaTest : public ::testing::Test {
   // FilterRecalled's keep flags for `ids`.
   std::vector<uint8_t> Unary(const std::string& user,
                              const std::vector<uint64_t>& ids) {
-    v1::FilterRecalledRequest req;
-    req.set_surface("h");
-    req.set_user_id(user);
-    req.set_mode(v1::KEEP_MASK);
-    for (uint64_t id : ids) req.add_candidate_ids(id);
-    v1::FilterRecalledResponse resp;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(stub_->FilterRecalled(&ctx, req, &resp).ok());
-    std::vector<uint8_t> keep(ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) {
-      keep[i] =
-          (static_cast<unsigned char>(resp.keep_mask()[i / 8]) >> (i % 8)) & 1;
-    }
-    return keep;
+    return testing::ServerKeep(stub_.get(), "h", user, ids);
   }
 
   static std::vector<uint8_t> Check(FilterReplica& r, const std::string& user,
@@ -277,9 +262,8 @@ TEST_F(FilterReplicaTest, ABrokenStreamIsAnsweredByTheServerThenReconnects) {
   std::vector<uint8_t> keep(2);
   const absl::Status s = r->Check("h", "u1", {1, 2}, {}, keep.data(), nullptr);
   EXPECT_FALSE(s.ok()) << "no server: an error, never a stale local answer";
-  ServerConfig c;
+  ServerConfig c = testing::SessionTestConfig();
   c.listen_address = absl::StrCat("127.0.0.1:", port);
-  c.shards = 4;
   auto server = ExposureFilterServer::Start(c, &clock_);
   ASSERT_TRUE(server.ok()) << server.status();
   server_ = *std::move(server);
@@ -300,58 +284,104 @@ TEST_F(FilterReplicaTest, ABrokenStreamIsAnsweredByTheServerThenReconnects) {
   EXPECT_GE(r->stats().reconnects, 1u);
 }
 
-// --- A scripted server: a push out of sequence
-// --------------------------------
+// --- Scripted servers
+// ---------------------------------------------------------
 
+// The snapshot a scripted server answers `sub` with: an empty filter at
+// `sequence`, the default policy, the fixed clock.
+v1::SessionResponse EmptySnapshot(uint64_t request_id,
+                                  const v1::SessionSubscribe& sub,
+                                  uint64_t sequence) {
+  const FilterPolicy policy = *FilterPolicy::Create({});
+  v1::SessionResponse out;
+  out.set_request_id(request_id);
+  v1::SessionSnapshot* s = out.mutable_snapshot();
+  s->set_surface(sub.surface());
+  s->set_user_id(sub.user_id());
+  s->set_sequence(sequence);
+  std::string empty;
+  s->set_version(
+      FilterVersionString(EncodeFilter(nullptr, policy, kNowMs, &empty)));
+  s->set_filter(empty);
+  s->set_server_time_ms(kNowMs);
+  s->set_retention_ms(policy.retention_ms());
+  s->set_slice_span_ms(policy.slice_span_ms());
+  s->set_idle_timeout_ms(600000);
+  return out;
+}
+
+// A scripted server's mode-A answer: every candidate kept but `exposed`.
+v1::SessionResponse KeepAllBut(uint64_t request_id,
+                               const v1::FilterRecalledRequest& f,
+                               uint64_t exposed) {
+  v1::SessionResponse out;
+  out.set_request_id(request_id);
+  std::string mask((f.candidate_ids_size() + 7) / 8, '\0');
+  for (int i = 0; i < f.candidate_ids_size(); ++i) {
+    if (f.candidate_ids(i) != exposed) mask[i / 8] |= 1 << (i % 8);
+  }
+  out.mutable_filter()->set_keep_mask(mask);
+  return out;
+}
+
+v1::SessionResponse Pong(uint64_t request_id) {
+  v1::SessionResponse out;
+  out.set_request_id(request_id);
+  out.mutable_pong()->set_server_time_ms(kNowMs);
+  return out;
+}
+
+// A scripted service served in-process, and a replica connected to it.
+struct Scripted {
+  explicit Scripted(grpc::Service* service) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service);
+    server = builder.BuildAndStart();
+    auto r = FilterReplica::Connect(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                            grpc::InsecureChannelCredentials()),
+        TestOptions());
+    if (r.ok()) replica = *std::move(r);
+  }
+  ~Scripted() {
+    replica.reset();
+    if (server != nullptr) server->Shutdown();
+  }
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<FilterReplica> replica;
+};
+
+using SessionStreamRw =
+    grpc::ServerReaderWriter<v1::SessionResponse, v1::SessionRequest>;
+
+// Snapshot at 0, then pushes 1 and 3 (push 2 lost); after the replica's
+// second subscribe, a snapshot at 3.
 class GapScriptService final : public v1::ExposureFilter::Service {
  public:
-  grpc::Status Session(
-      grpc::ServerContext* /*ctx*/,
-      grpc::ServerReaderWriter<v1::SessionResponse, v1::SessionRequest>* stream)
-      override {
-    const FilterPolicy policy = *FilterPolicy::Create({});
-    std::string empty;
-    const std::string version =
-        FilterVersionString(EncodeFilter(nullptr, policy, kNowMs, &empty));
+  grpc::Status Session(grpc::ServerContext* /*ctx*/,
+                       SessionStreamRw* stream) override {
     v1::SessionRequest req;
     while (stream->Read(&req)) {
-      v1::SessionResponse out;
-      out.set_request_id(req.request_id());
       if (req.has_ping()) {
-        out.mutable_pong()->set_server_time_ms(kNowMs);
-        stream->Write(out);
+        stream->Write(Pong(req.request_id()));
       } else if (req.has_filter()) {
-        // Mode A: nothing exposed but item 1 (the first push).
-        std::string mask((req.filter().candidate_ids_size() + 7) / 8, '\0');
-        for (int i = 0; i < req.filter().candidate_ids_size(); ++i) {
-          if (req.filter().candidate_ids(i) != 1) mask[i / 8] |= 1 << (i % 8);
-        }
-        out.mutable_filter()->set_keep_mask(mask);
-        stream->Write(out);
+        stream->Write(KeepAllBut(req.request_id(), req.filter(), 1));
       } else if (req.has_subscribe()) {
         const int n = ++subscribes_;
-        v1::SessionSnapshot* s = out.mutable_snapshot();
-        s->set_surface(req.subscribe().surface());
-        s->set_user_id(req.subscribe().user_id());
-        s->set_sequence(n == 1 ? 0 : 3);
-        s->set_filter(empty);
-        s->set_version(version);
-        s->set_server_time_ms(kNowMs);
-        s->set_retention_ms(policy.retention_ms());
-        s->set_slice_span_ms(policy.slice_span_ms());
-        s->set_idle_timeout_ms(600000);
-        stream->Write(out);
-        if (n == 1) {
-          // Sequence 1, then 3: push 2 was lost.
-          for (uint64_t seq : {1, 3}) {
-            v1::SessionResponse p;
-            p.mutable_push()->set_surface(req.subscribe().surface());
-            p.mutable_push()->set_user_id(req.subscribe().user_id());
-            p.mutable_push()->set_sequence(seq);
-            p.mutable_push()->set_event_time_ms(kNowMs);
-            p.mutable_push()->add_item_hashes(HashItemId(seq));
-            stream->Write(p);
-          }
+        stream->Write(
+            EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
+        if (n > 1) continue;
+        for (uint64_t seq : {1, 3}) {
+          v1::SessionResponse p;
+          p.mutable_push()->set_surface(req.subscribe().surface());
+          p.mutable_push()->set_user_id(req.subscribe().user_id());
+          p.mutable_push()->set_sequence(seq);
+          p.mutable_push()->set_event_time_ms(kNowMs);
+          p.mutable_push()->add_item_hashes(HashItemId(seq));
+          stream->Write(p);
         }
       }
     }
@@ -362,117 +392,73 @@ class GapScriptService final : public v1::ExposureFilter::Service {
 
 TEST(FilterReplicaGapTest, AGapIsDetectedAndResynced) {
   GapScriptService service;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
-  auto r = FilterReplica::Connect(channel, TestOptions());
-  ASSERT_TRUE(r.ok()) << r.status();
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
   std::vector<uint8_t> keep(1);
   // Item 1 (pushed before the gap) is exposed; whether this first check
   // is answered before or after the resync depends on timing, and this
   // script's resync snapshot does not hold it, so only the outcome of the
   // gap is checked.
-  ASSERT_TRUE((*r)->Check("h", "u1", {1}, {}, keep.data()).ok());
+  ASSERT_TRUE(s.replica->Check("h", "u1", {1}, {}, keep.data()).ok());
   for (int i = 0; i < 500 && service.subscribes_ < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(service.subscribes_, 2) << "resubscribed after the gap";
-  ASSERT_TRUE((*r)->Sync().ok());
-  EXPECT_EQ((*r)->stats().gaps, 1u);
-  EXPECT_EQ((*r)->stats().snapshots, 2u);
+  ASSERT_TRUE(s.replica->Sync().ok());
+  EXPECT_EQ(s.replica->stats().gaps, 1u);
+  EXPECT_EQ(s.replica->stats().snapshots, 2u);
   CheckPath path = CheckPath::kUnary;
-  ASSERT_TRUE((*r)->Check("h", "u1", {5}, {}, keep.data(), &path).ok());
+  ASSERT_TRUE(s.replica->Check("h", "u1", {5}, {}, keep.data(), &path).ok());
   EXPECT_EQ(path, CheckPath::kLocal) << "synced again by the new snapshot";
-  r->reset();
-  server->Shutdown();
 }
 
-// A scripted server that drops a push and says so (a resync notice) but
-// sends no new snapshot: the replica must answer through mode A from then
-// on, however fresh its pongs.
-TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {
-  // The notice is sent when the client first pings after its snapshot.
-  class Service final : public v1::ExposureFilter::Service {
-   public:
-    grpc::Status Session(
-        grpc::ServerContext* /*ctx*/,
-        grpc::ServerReaderWriter<v1::SessionResponse, v1::SessionRequest>*
-            stream) override {
-      const FilterPolicy policy = *FilterPolicy::Create({});
-      std::string empty;
-      const std::string version =
-          FilterVersionString(EncodeFilter(nullptr, policy, kNowMs, &empty));
-      v1::SessionRequest req;
-      bool snapshot_sent = false;
-      while (stream->Read(&req)) {
-        v1::SessionResponse out;
-        out.set_request_id(req.request_id());
-        if (req.has_subscribe() && !snapshot_sent) {
-          snapshot_sent = true;
-          v1::SessionSnapshot* s = out.mutable_snapshot();
-          s->set_surface(req.subscribe().surface());
-          s->set_user_id(req.subscribe().user_id());
-          s->set_filter(empty);
-          s->set_version(version);
-          s->set_server_time_ms(kNowMs);
-          s->set_retention_ms(policy.retention_ms());
-          s->set_slice_span_ms(policy.slice_span_ms());
-          s->set_idle_timeout_ms(600000);
-          stream->Write(out);
-        } else if (req.has_ping()) {
-          if (snapshot_sent && pings_after_snapshot_++ == 2) {
-            // Item 9's push was dropped: say so, ahead of this pong.
-            v1::SessionResponse notice;
-            notice.mutable_resync()->set_reason(v1::SessionResync::QUEUE_FULL);
-            stream->Write(notice);
-          }
-          out.mutable_pong()->set_server_time_ms(kNowMs);
-          stream->Write(out);
-        } else if (req.has_filter()) {
-          std::string mask((req.filter().candidate_ids_size() + 7) / 8, '\0');
-          for (int i = 0; i < req.filter().candidate_ids_size(); ++i) {
-            if (req.filter().candidate_ids(i) != 9) {
-              mask[i / 8] |= 1 << (i % 8);
-            }
-          }
-          out.mutable_filter()->set_keep_mask(mask);
-          stream->Write(out);
+// Drops a push and says so (a resync notice, ahead of the third pong after
+// the snapshot) but sends no new snapshot: from then on the replica must
+// answer through mode A, however fresh its pongs.
+class ResyncScriptService final : public v1::ExposureFilter::Service {
+ public:
+  grpc::Status Session(grpc::ServerContext* /*ctx*/,
+                       SessionStreamRw* stream) override {
+    v1::SessionRequest req;
+    bool snapshot_sent = false;
+    while (stream->Read(&req)) {
+      if (req.has_subscribe() && !snapshot_sent) {
+        snapshot_sent = true;
+        stream->Write(EmptySnapshot(req.request_id(), req.subscribe(), 0));
+      } else if (req.has_ping()) {
+        if (snapshot_sent && pings_after_snapshot_++ == 2) {
+          v1::SessionResponse notice;
+          notice.mutable_resync()->set_reason(v1::SessionResync::QUEUE_FULL);
+          stream->Write(notice);
         }
+        stream->Write(Pong(req.request_id()));
+      } else if (req.has_filter()) {
+        // Item 9, whose push was dropped, was exposed.
+        stream->Write(KeepAllBut(req.request_id(), req.filter(), 9));
       }
-      return grpc::Status::OK;
     }
-    std::atomic<int> pings_after_snapshot_{0};
-  } service;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
-  auto r = FilterReplica::Connect(channel, TestOptions());
-  ASSERT_TRUE(r.ok()) << r.status();
+    return grpc::Status::OK;
+  }
+  std::atomic<int> pings_after_snapshot_{0};
+};
+
+TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {
+  ResyncScriptService service;
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
   std::vector<uint8_t> keep(2);
   CheckPath path = CheckPath::kUnary;
-  ASSERT_TRUE((*r)->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
+  ASSERT_TRUE(
+      s.replica->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
   // Pings until the notice has been sent and read.
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE((*r)->Sync().ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.replica->Sync().ok());
   ASSERT_GE(service.pings_after_snapshot_, 3);
-  ASSERT_TRUE((*r)->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
+  ASSERT_TRUE(
+      s.replica->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
   EXPECT_EQ(keep, (std::vector<uint8_t>{0, 1}))
       << "answered from a copy the server said was out of sync";
   EXPECT_NE(path, CheckPath::kLocal);
-  EXPECT_EQ((*r)->stats().resyncs, 1u);
-  r->reset();
-  server->Shutdown();
+  EXPECT_EQ(s.replica->stats().resyncs, 1u);
 }
 
 }  // namespace

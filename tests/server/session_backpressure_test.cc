@@ -39,10 +39,7 @@ constexpr int64_t kQueueMessages = 256;
 class SessionBackpressureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerConfig c;
-    c.listen_address = "127.0.0.1:0";
-    c.shards = 4;
-    c.shutdown_grace = absl::Seconds(2);
+    ServerConfig c = testing::SessionTestConfig();
     c.session.max_queue_bytes = kQueueBytes;
     c.session.max_queue_messages = kQueueMessages;
     absl::StatusOr<std::unique_ptr<ExposureFilterServer>> server =

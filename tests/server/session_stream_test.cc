@@ -39,10 +39,10 @@ using ::testing::StartsWith;
 constexpr int64_t kNowMs = 1'700'000'000'000;
 
 ServerConfig TestConfig() {
-  ServerConfig c;
-  c.listen_address = "127.0.0.1:0";
-  c.shards = 4;
-  c.shutdown_grace = absl::Seconds(2);
+  ServerConfig c = testing::SessionTestConfig();
+  // Long, so a shutdown that waited for the drain instead of ending the
+  // streams would show (ShutdownEndsStreamsUnavailableAtOnce).
+  c.shutdown_grace = absl::Seconds(10);
   return c;
 }
 
@@ -599,7 +599,7 @@ TEST_F(SessionStreamTest, ShutdownEndsStreamsUnavailableAtOnce) {
   stop.join();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(s.error_message(), HasSubstr("shutting down"));
-  // Not the drain's grace (2 s here): the stream was ended, not waited on.
+  // Not the drain's grace (10 s here): the stream was ended, not waited on.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 

@@ -16,10 +16,45 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/time/time.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "src/server/config/server_config.h"
 
 namespace exposure_filter::testing {
+
+// The in-process server the session tests start: memory only, an
+// ephemeral port, few shards, a short drain.
+inline ServerConfig SessionTestConfig() {
+  ServerConfig c;
+  c.listen_address = "127.0.0.1:0";
+  c.shards = 4;
+  c.shutdown_grace = absl::Seconds(1);
+  return c;
+}
+
+// FilterRecalled's answer (unary, KEEP_MASK) as one keep flag per id, the
+// reference a local answer is compared with; empty if the call failed.
+inline std::vector<uint8_t> ServerKeep(exposure::v1::ExposureFilter::Stub* stub,
+                                       const std::string& surface,
+                                       const std::string& user,
+                                       const std::vector<uint64_t>& ids) {
+  exposure::v1::FilterRecalledRequest req;
+  req.set_surface(surface);
+  req.set_user_id(user);
+  req.set_mode(exposure::v1::KEEP_MASK);
+  req.mutable_candidate_ids()->Add(ids.begin(), ids.end());
+  exposure::v1::FilterRecalledResponse resp;
+  grpc::ClientContext ctx;
+  if (!stub->FilterRecalled(&ctx, req, &resp).ok()) return {};
+  std::vector<uint8_t> keep(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    keep[i] =
+        (static_cast<unsigned char>(resp.keep_mask()[i / 8]) >> (i % 8)) & 1;
+  }
+  return keep;
+}
 
 class SessionTestClient {
  public:

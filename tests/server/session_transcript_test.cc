@@ -54,10 +54,7 @@ std::string OneLine(const google::protobuf::Message& m) {
 class SessionTranscriptTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    ServerConfig c;
-    c.listen_address = "127.0.0.1:0";
-    c.shards = 4;
-    c.shutdown_grace = absl::Seconds(1);
+    ServerConfig c = testing::SessionTestConfig();
     c.session.max_subscriptions_per_stream = 3;
     auto server = ExposureFilterServer::Start(c, &clock_);
     ASSERT_TRUE(server.ok()) << server.status();
