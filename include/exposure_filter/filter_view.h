@@ -98,6 +98,13 @@ class FilterView {
   void KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
                       uint8_t* keep) const;
 
+  // Aging: the same view without the slices whose end_ms <= `ms` (slices
+  // are oldest first, so a prefix of them). A server drops a slice once
+  // its end is `retention` in the past, so a client that holds a filter
+  // ages it with ms = server now - retention (docs/session-stream.md,
+  // "Aging on the client"). Points into the same bytes.
+  FilterView WithSlicesEndingAfter(int64_t ms) const;
+
   int format_version() const { return format_version_; }
   const std::vector<Slice>& slices() const { return slices_; }
   const std::vector<Segment>& segments() const { return segments_; }

@@ -524,6 +524,32 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
   RemoveClaimedByRuns(run_views_, item_hashes, keep);
 }
 
+FilterView FilterView::WithSlicesEndingAfter(int64_t ms) const {
+  FilterView aged = *this;
+  size_t dead = 0;
+  while (dead < slices_.size() && slices_[dead].end_ms <= ms) ++dead;
+  if (dead == 0) return aged;
+  // The live slices' segments and runs follow the dead ones' in the
+  // tables (Parse lists them slice by slice).
+  const size_t segments =
+      dead == slices_.size() ? segments_.size()
+                             : static_cast<size_t>(slices_[dead].first_segment);
+  const size_t runs = dead == slices_.size()
+                          ? runs_.size()
+                          : static_cast<size_t>(slices_[dead].first_run);
+  aged.slices_.erase(aged.slices_.begin(), aged.slices_.begin() + dead);
+  for (Slice& s : aged.slices_) {
+    s.first_segment -= static_cast<int>(segments);
+    s.first_run -= static_cast<int>(runs);
+  }
+  aged.segments_.erase(aged.segments_.begin(),
+                       aged.segments_.begin() + segments);
+  aged.runs_.erase(aged.runs_.begin(), aged.runs_.begin() + runs);
+  aged.run_views_.erase(aged.run_views_.begin(),
+                        aged.run_views_.begin() + runs);
+  return aged;
+}
+
 double FilterView::EstimatedFpRate() const {
   // Union of independent sources: 1 - prod(1 - p_i).
   double clean = 1.0;

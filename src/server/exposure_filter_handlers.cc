@@ -349,15 +349,13 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
   return absl::OkStatus();
 }
 
-absl::Status ExposureFilterHandlers::GetFilter(
-    const exposure::v1::GetFilterRequest& req,
-    exposure::v1::GetFilterResponse* resp) {
+absl::Status ExposureFilterHandlers::CheckGetFilter(
+    const exposure::v1::GetFilterRequest& req, const Surface** surface) const {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateMinOffsets(req.min_offsets()); !s.ok()) {
     return s;
   }
-  const Surface* surface = nullptr;
-  if (absl::Status s = ResolveRead(req.surface(), req.user_id(), &surface);
+  if (absl::Status s = ResolveRead(req.surface(), req.user_id(), surface);
       !s.ok()) {
     return s;
   }
@@ -385,12 +383,31 @@ absl::Status ExposureFilterHandlers::GetFilter(
         ". Upgrade the client's filter decoder (docs/filter-format.md) or "
         "use FilterRecalled"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ExposureFilterHandlers::GetFilter(
+    const exposure::v1::GetFilterRequest& req,
+    exposure::v1::GetFilterResponse* resp) {
+  const Surface* surface = nullptr;
+  if (absl::Status s = CheckGetFilter(req, &surface); !s.ok()) return s;
   FilterPull pull = store_->GetFilter(
       surface, surface ? surface->policy : surfaces_->PolicyFor(req.surface()),
       req.user_id(), req.if_version());
   resp->set_not_modified(pull.not_modified);
   resp->set_version(std::move(pull.version));
   *resp->mutable_filter() = std::move(pull.bytes);
+  return absl::OkStatus();
+}
+
+absl::Status ExposureFilterHandlers::PullForSession(
+    const exposure::v1::GetFilterRequest& req, SessionPullConsumer under_lock) {
+  const Surface* surface = nullptr;
+  if (absl::Status s = CheckGetFilter(req, &surface); !s.ok()) return s;
+  const FilterPolicy& policy =
+      surface ? surface->policy : surfaces_->PolicyFor(req.surface());
+  store_->PullUnderLock(surface, policy, req.user_id(), req.if_version(),
+                        [&](FilterPull& pull) { under_lock(pull, policy); });
   return absl::OkStatus();
 }
 

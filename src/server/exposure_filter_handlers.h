@@ -86,6 +86,24 @@ class ExposureFilterHandlers {
                               exposure::v1::FilterRecalledResponse* resp);
   absl::Status GetFilter(const exposure::v1::GetFilterRequest& req,
                          exposure::v1::GetFilterResponse* resp);
+  // The session stream's subscribe (docs/session-stream.md): GetFilter's
+  // checks, then the pull, and under_lock(pull, policy) while the user's
+  // shard lock is still held (ShardedFilterStore::PullUnderLock), so what
+  // under_lock registers sees every later write. under_lock runs only when
+  // the checks pass.
+  using SessionPullConsumer =
+      absl::FunctionRef<void(FilterPull& pull, const FilterPolicy& policy)>;
+  absl::Status PullForSession(const exposure::v1::GetFilterRequest& req,
+                              SessionPullConsumer under_lock);
+  // False while this copy should not be trusted for fresh reads: starting
+  // (recovery), or replicated and not serving (replaying, lagging more
+  // than --max_serving_lag). A session pong says so.
+  bool ServingFresh() const {
+    return available_.load(std::memory_order_acquire) &&
+           (readiness_ == nullptr || readiness_->serving());
+  }
+  const RequestLimits& limits() const { return limits_; }
+  const Clock& clock() const { return store_->clock(); }
   absl::Status GetUserStats(const exposure::v1::GetUserStatsRequest& req,
                             exposure::v1::GetUserStatsResponse* resp);
   absl::Status DeleteUser(const exposure::v1::DeleteUserRequest& req,
@@ -187,6 +205,10 @@ class ExposureFilterHandlers {
   void TraceExposures(const exposure::v1::RecordExposureRequest& req,
                       const Surface& surface, int64_t now_ms);
 
+  // GetFilter's checks, in its order; resolves the surface (null when it
+  // was never written).
+  absl::Status CheckGetFilter(const exposure::v1::GetFilterRequest& req,
+                              const Surface** surface) const;
   // Validates a (surface, user_id) read and resolves the surface; *surface is
   // null when it was never written (every user there is unknown).
   absl::Status ResolveRead(absl::string_view surface_name,

@@ -128,8 +128,11 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     s->handlers_->SetAvailable(false);
   }
   s->admission_ = std::make_shared<AdmissionGate>(config.overload.admission);
-  s->service_ = std::make_unique<ExposureFilterService>(s->handlers_.get(),
-                                                        s->admission_.get());
+  if (absl::Status st = config.session.Validate(); !st.ok()) return st;
+  s->session_hub_ = std::make_shared<SessionHub>(config.session);
+  s->store_->SetApplyObserver(s->session_hub_.get());
+  s->service_ = std::make_unique<ExposureFilterService>(
+      s->handlers_.get(), s->session_hub_.get(), s->admission_.get());
   s->grpc_metrics_ = std::make_shared<GrpcServerMetrics>(
       std::vector<std::string>{kServiceName, "grpc.health.v1.Health",
                                "grpc.reflection.v1alpha.ServerReflection"});
@@ -322,6 +325,7 @@ ExposureFilterServer::~ExposureFilterServer() {
   if (!stopping_.HasBeenNotified()) stopping_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
   admin_.reset();
+  if (store_ != nullptr) store_->SetApplyObserver(nullptr);
 }
 
 void ExposureFilterServer::Sweep() {
@@ -369,6 +373,8 @@ void ExposureFilterServer::HousekeepingLoop() {
       Sweep();
       next_sweep = MonotonicTime() + config_.sweep_interval;
     }
+    // Session leases and resync snapshots a copy could not serve yet.
+    session_hub_->Tick(store_->clock().MonotonicMs());
   }
 }
 
@@ -393,6 +399,10 @@ void ExposureFilterServer::Shutdown() {
     spdlog::info("event=shutdown_drain grace={}",
                  absl::FormatDuration(config_.shutdown_grace));
     stopping_.Notify();
+    // Session streams never end on their own: end them now, UNAVAILABLE,
+    // so their clients move to another owner instead of waiting for the
+    // drain below to cancel them.
+    session_hub_->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(config_.shutdown_grace));
     // Replicated writes: the drained calls have their answers; any still

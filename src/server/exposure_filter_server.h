@@ -31,6 +31,7 @@
 #include "src/server/security/authorization_metrics.h"
 #include "src/server/security/rpc_authorizer.h"
 #include "src/server/serving_readiness.h"
+#include "src/server/session_hub.h"
 #include "src/server/user_ownership_gate.h"
 #include "src/store/clock.h"
 #include "src/store/sharded_filter_store.h"
@@ -69,7 +70,7 @@ class ExposureFilterServer {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
     return {grpc_metrics_,          metrics_,   process_metrics_,
             durability_metrics_,    admission_, kafka_metrics_,
-            authorization_metrics_, readiness_};
+            authorization_metrics_, readiness_, session_hub_};
   }
   // Traced users' exact exposures; Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -85,6 +86,8 @@ class ExposureFilterServer {
   ExposureLogProducer* log_producer() { return log_producer_.get(); }
   // Lag-gated reads; started only with R >= 2.
   const ServingReadiness& readiness() const { return *readiness_; }
+  // The session stream's subscriptions and counters.
+  SessionHub& session_hub() { return *session_hub_; }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);
@@ -105,6 +108,10 @@ class ExposureFilterServer {
   std::unique_ptr<ExposureFilterHandlers> handlers_;
   // Overload protection; shared with the /metrics collectables.
   std::shared_ptr<AdmissionGate> admission_;
+  // Session streams: notified by the store of every applied write; shared
+  // with the /metrics collectables. Outlives server_ (its reactors point
+  // at it) and is detached from the store before the store goes.
+  std::shared_ptr<SessionHub> session_hub_;
   std::unique_ptr<ExposureFilterService> service_;
   // Metrics outlive server_ (its interceptors point at grpc_metrics_).
   std::shared_ptr<GrpcServerMetrics> grpc_metrics_;

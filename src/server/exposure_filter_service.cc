@@ -7,6 +7,7 @@
 #include "exposure_filter/owner_hint.h"
 #include "src/base/log_rate_limiter.h"
 #include "src/server/request_parser.h"
+#include "src/server/session_stream.h"
 
 namespace exposure_filter {
 namespace {
@@ -333,6 +334,11 @@ grpc::ServerUnaryReactor* ExposureFilterService::ListTracedUsers(
              v1::ListTracedUsersResponse* out) {
         return handlers_->ListTracedUsers(r, out);
       });
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+ExposureFilterService::Session(Context* /*ctx*/) {
+  return SessionStream::Start(hub_, handlers_, gate_);
 }
 
 }  // namespace exposure_filter

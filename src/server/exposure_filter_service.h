@@ -20,6 +20,7 @@
 #include "src/server/admission_gate.h"
 #include "src/server/arena_message_allocator.h"
 #include "src/server/exposure_filter_handlers.h"
+#include "src/server/session_hub.h"
 
 namespace exposure_filter {
 
@@ -53,7 +54,8 @@ using RawExposureFilterService =
           Api::WithRawCallbackMethod_Explain,
           Api::WithRawCallbackMethod_AddTracedUsers,
           Api::WithRawCallbackMethod_RemoveTracedUsers,
-          Api::WithRawCallbackMethod_ListTracedUsers>::type;
+          Api::WithRawCallbackMethod_ListTracedUsers,
+          Api::WithRawCallbackMethod_Session>::type;
 
 }  // namespace service_internal
 
@@ -63,9 +65,10 @@ class ExposureFilterService final
   // `gate` (overload protection) may be null: nothing is shed.
   // Data-plane RPCs pass it before their request is parsed; GetServerStats
   // and the traced-user administration do not.
-  explicit ExposureFilterService(ExposureFilterHandlers* handlers,
-                                 AdmissionGate* gate = nullptr)
-      : handlers_(handlers), gate_(gate) {}
+  // `hub` (the session stream's subscriptions) must outlive the service.
+  ExposureFilterService(ExposureFilterHandlers* handlers, SessionHub* hub,
+                        AdmissionGate* gate = nullptr)
+      : handlers_(handlers), hub_(hub), gate_(gate) {}
 
   // The generated synchronous overloads stay visible (and unused: every
   // method is raw), so declaring the raw ones below hides nothing.
@@ -79,6 +82,7 @@ class ExposureFilterService final
   using service_internal::RawExposureFilterService::ListTracedUsers;
   using service_internal::RawExposureFilterService::RecordExposure;
   using service_internal::RawExposureFilterService::RemoveTracedUsers;
+  using service_internal::RawExposureFilterService::Session;
 
   using Reactor = grpc::ServerUnaryReactor;
   using Context = grpc::CallbackServerContext;
@@ -97,6 +101,10 @@ class ExposureFilterService final
                              Bytes* resp) override;
   Reactor* ListTracedUsers(Context* ctx, const Bytes* req,
                            Bytes* resp) override;
+  // The session stream (docs/session-stream.md): one SessionStream reactor
+  // per call. Its mode-A requests pass the admission gate one by one; the
+  // stream itself is bounded by --session_max_streams instead.
+  grpc::ServerBidiReactor<Bytes, Bytes>* Session(Context* ctx) override;
 
  private:
   // Whether the RPC passes the admission gate (data plane) or not.
@@ -121,6 +129,7 @@ class ExposureFilterService final
                            Bytes* resp, Handler&& handler);
 
   ExposureFilterHandlers* const handlers_;
+  SessionHub* const hub_;
   ArenaMessageAllocator<exposure::v1::RecordExposureRequest,
                         exposure::v1::RecordExposureResponse>
       record_allocator_;

@@ -150,11 +150,19 @@ RecordCounts ShardedFilterStore::Record(const Surface& surface,
     if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
       journal->OnRecord(surface.name, ue.user_id, event, ue.item_hashes);
     }
+    if (StoreApplyObserver* observer =
+            observer_.load(std::memory_order_acquire)) {
+      observer->OnRecord(surface.name, ue.user_id, event, ue.item_hashes);
+    }
     Account(shard, surface.id, inserted ? 1 : 0, EntryBytes(filter) - before);
     if (inserted) AccountTable(shard);
     if (memory_limit_ != 0 && total_bytes() > memory_limit_) {
       EvictForMemory(shard, key);
     }
+  }
+  if (StoreApplyObserver* observer =
+          observer_.load(std::memory_order_acquire)) {
+    observer->OnWritesReleased();
   }
   return counts;
 }
@@ -186,11 +194,15 @@ void ShardedFilterStore::EvictForMemory(Shard& shard, absl::string_view keep) {
     const absl::string_view victim_key = victim->filter.key();
     const int64_t bytes = EntryBytes(victim->filter);
     Account(shard, SurfaceIdOfKey(victim_key), -1, -bytes);
-    // Journaled as a delete, so recovery does not bring the user back.
-    if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
-      if (const Surface* surface =
-              surfaces_->ById(SurfaceIdOfKey(victim_key))) {
+    // Journaled as a delete, so recovery does not bring the user back;
+    // subscribers learn the user's history is gone.
+    if (const Surface* surface = surfaces_->ById(SurfaceIdOfKey(victim_key))) {
+      if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
         journal->OnDelete(surface->name, victim_key.substr(2));
+      }
+      if (StoreApplyObserver* observer =
+              observer_.load(std::memory_order_acquire)) {
+        observer->OnDelete(surface->name, victim_key.substr(2));
       }
     }
     users.erase(victim);
@@ -219,11 +231,31 @@ FilterPull ShardedFilterStore::GetFilter(const Surface* surface,
                                          const FilterPolicy& policy,
                                          absl::string_view user_id,
                                          absl::string_view if_version) const {
-  const int64_t now = clock_->NowMs();
-  FilterPull pull;
-  const UserFilter* filter = nullptr;
   Shard& shard = ShardFor(user_id);
   ReaderLock lock(&shard.mu);
+  return PullLocked(shard, surface, policy, user_id, if_version);
+}
+
+void ShardedFilterStore::PullUnderLock(const Surface* surface,
+                                       const FilterPolicy& policy,
+                                       absl::string_view user_id,
+                                       absl::string_view if_version,
+                                       PullConsumer under_lock) const {
+  Shard& shard = ShardFor(user_id);
+  ReaderLock lock(&shard.mu);
+  FilterPull pull = PullLocked(shard, surface, policy, user_id, if_version);
+  under_lock(pull);
+}
+
+FilterPull ShardedFilterStore::PullLocked(const Shard& shard,
+                                          const Surface* surface,
+                                          const FilterPolicy& policy,
+                                          absl::string_view user_id,
+                                          absl::string_view if_version) const {
+  const int64_t now = clock_->NowMs();
+  FilterPull pull;
+  pull.now_ms = now;
+  const UserFilter* filter = nullptr;
   if (surface != nullptr) {
     auto it = shard.users.find(MakeKey(surface->id, user_id));
     if (it != shard.users.end()) {
@@ -287,17 +319,23 @@ bool ShardedFilterStore::DeleteUser(const Surface& surface,
                                     absl::string_view user_id) {
   const std::string key = MakeKey(surface.id, user_id);
   Shard& shard = ShardFor(user_id);
-  WriterLock lock(&shard.mu);
-  auto it = shard.users.find(key);
-  if (it == shard.users.end()) return false;
-  const bool had_live =
-      it->filter.HasLiveSlices(surface.policy, clock_->NowMs());
-  Account(shard, surface.id, -1, -EntryBytes(it->filter));
-  shard.users.erase(it);
-  AccountTable(shard);
-  if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
-    journal->OnDelete(surface.name, user_id);
+  StoreApplyObserver* const observer =
+      observer_.load(std::memory_order_acquire);
+  bool had_live = false;
+  {
+    WriterLock lock(&shard.mu);
+    auto it = shard.users.find(key);
+    if (it == shard.users.end()) return false;
+    had_live = it->filter.HasLiveSlices(surface.policy, clock_->NowMs());
+    Account(shard, surface.id, -1, -EntryBytes(it->filter));
+    shard.users.erase(it);
+    AccountTable(shard);
+    if (StoreJournal* journal = journal_.load(std::memory_order_acquire)) {
+      journal->OnDelete(surface.name, user_id);
+    }
+    if (observer != nullptr) observer->OnDelete(surface.name, user_id);
   }
+  if (observer != nullptr) observer->OnWritesReleased();
   return had_live;
 }
 
@@ -348,6 +386,10 @@ uint64_t ShardedFilterStore::DropExpired(SweepReport* report) {
 
 void ShardedFilterStore::SetJournal(StoreJournal* journal) {
   journal_.store(journal, std::memory_order_release);
+}
+
+void ShardedFilterStore::SetApplyObserver(StoreApplyObserver* observer) {
+  observer_.store(observer, std::memory_order_release);
 }
 
 void ShardedFilterStore::VisitShard(int shard_index, UserVisitor visit) const {

@@ -27,6 +27,7 @@
 #include "src/filter/user_filter.h"
 #include "src/store/annotated_mutex.h"
 #include "src/store/clock.h"
+#include "src/store/store_apply_observer.h"
 #include "src/store/store_journal.h"
 #include "src/store/surface_registry.h"
 
@@ -47,7 +48,8 @@ struct RecordCounts {
 struct FilterPull {
   bool not_modified = false;
   std::string version;
-  std::string bytes;  // empty when not_modified
+  std::string bytes;   // empty when not_modified
+  int64_t now_ms = 0;  // the wall clock the live slices were taken at
 };
 
 // Explain: why items are filtered for one user.
@@ -123,6 +125,15 @@ class ShardedFilterStore {
   FilterPull GetFilter(const Surface* surface, const FilterPolicy& policy,
                        absl::string_view user_id,
                        absl::string_view if_version) const;
+  // As GetFilter, then calls under_lock(pull) while still holding the
+  // user's shard lock: no write to the user applies between the pull and
+  // what under_lock does (the session stream registers a subscription
+  // there, so every write is in the pull or reported to it after).
+  // under_lock may move the bytes out; it must not call into the store.
+  using PullConsumer = absl::FunctionRef<void(FilterPull& pull)>;
+  void PullUnderLock(const Surface* surface, const FilterPolicy& policy,
+                     absl::string_view user_id, absl::string_view if_version,
+                     PullConsumer under_lock) const;
 
   // nullopt when the user holds no live history.
   std::optional<UserFilterStats> GetUserStats(const Surface& surface,
@@ -178,6 +189,10 @@ class ShardedFilterStore {
   // user's shard lock (store_journal.h); null turns reporting off. Set it
   // while no writer runs; it must outlive its use.
   void SetJournal(StoreJournal* journal);
+  // The same reports to a second listener (store_apply_observer.h), after
+  // the journal's, plus OnWritesReleased once the locks are released; null
+  // turns it off. Set while no writer runs; it must outlive its use.
+  void SetApplyObserver(StoreApplyObserver* observer);
   // Calls visit(surface, user_id, filter) for every user in shard `shard`,
   // holding that shard's lock (shared) and no other for the whole visit:
   // a snapshot stops at most one shard's writers at a time.
@@ -247,6 +262,11 @@ class ShardedFilterStore {
                int64_t bytes_delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
   // Re-accounts the table's empty slots after an insert or erase.
   void AccountTable(Shard& shard) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
+  // The pull of GetFilter, under the shard lock the caller holds.
+  FilterPull PullLocked(const Shard& shard, const Surface* surface,
+                        const FilterPolicy& policy, absl::string_view user_id,
+                        absl::string_view if_version) const
+      ABSL_SHARED_LOCKS_REQUIRED(shard.mu);
   // Evicts sampled least-recently-active users of `shard` (never `keep`)
   // until the store is under the ceiling or `keep` is all the shard holds.
   void EvictForMemory(Shard& shard, absl::string_view keep)
@@ -259,6 +279,7 @@ class ShardedFilterStore {
   std::atomic<uint64_t> evicted_users_{0};
   std::atomic<uint64_t> evicted_bytes_{0};
   std::atomic<StoreJournal*> journal_{nullptr};
+  std::atomic<StoreApplyObserver*> observer_{nullptr};
   std::unique_ptr<Shard[]> shards_storage_;
   absl::Span<Shard> shards_;
 };

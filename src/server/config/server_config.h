@@ -16,6 +16,7 @@
 #include "src/persist/store_durability.h"
 #include "src/server/config/admission_limits.h"
 #include "src/server/config/authorization_options.h"
+#include "src/server/config/session_options.h"
 #include "src/server/config/transport_tuning.h"
 #include "src/store/trace_log.h"
 
@@ -144,6 +145,8 @@ struct ServerConfig {
   // answers reads UNAVAILABLE so clients use another owner. Zero turns the
   // gate off (read-your-writes min_offsets still hold). Ignored otherwise.
   absl::Duration max_serving_lag = absl::Seconds(1);
+  // The session stream's bounds (docs/session-stream.md).
+  SessionOptions session;
 
   // Human-readable one-line summary for the startup log.
   std::string Summary() const;

@@ -206,6 +206,26 @@ ABSL_FLAG(std::vector<std::string>, kafka_config, {},
           "further librdkafka properties, name=value,... (e.g. "
           "security.protocol=SASL_SSL,sasl.mechanism=PLAIN)");
 
+// --- Session stream (docs/session-stream.md) --------------------------------
+ABSL_FLAG(int64_t, session_max_streams, 256,
+          "session streams open at once; one more is ended at once with "
+          "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, session_max_subscriptions_per_stream, 100000,
+          "subscriptions one session stream may hold; one more is refused "
+          "(RESOURCE_EXHAUSTED inside the stream)");
+ABSL_FLAG(int64_t, session_max_subscriptions, 1000000,
+          "subscriptions of all session streams together");
+ABSL_FLAG(int64_t, session_max_queue_bytes, int64_t{4} << 20,
+          "bytes a session stream may have queued for its client; pushes "
+          "past it are dropped and the stream resynced, reading pauses at "
+          "half of it");
+ABSL_FLAG(int64_t, session_max_queue_messages, 8192,
+          "messages a session stream may have queued for its client (as "
+          "--session_max_queue_bytes)");
+ABSL_FLAG(absl::Duration, session_subscription_idle_timeout, absl::Minutes(10),
+          "a subscription expires this long after the last request naming "
+          "its user (the client renews it by subscribing again)");
+
 namespace exposure_filter {
 namespace {
 
@@ -242,7 +262,11 @@ constexpr const char* kEnvFlags[] = {
     // Scale-out: partition ownership (deploy/ sets them by env).
     "partitions", "replicas", "replica_ordinal", "replica_address_template",
     // High availability.
-    "replication_factor", "max_serving_lag"};
+    "replication_factor", "max_serving_lag",
+    // Session stream.
+    "session_max_streams", "session_max_subscriptions_per_stream",
+    "session_max_subscriptions", "session_max_queue_bytes",
+    "session_max_queue_messages", "session_subscription_idle_timeout"};
 
 absl::Status Positive(const char* name, int value) {
   if (value > 0) return absl::OkStatus();
@@ -504,6 +528,16 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   if (absl::Status s = ValidateMaxServingLag(c.max_serving_lag); !s.ok()) {
     return s;
   }
+  c.session.max_streams = absl::GetFlag(FLAGS_session_max_streams);
+  c.session.max_subscriptions_per_stream =
+      absl::GetFlag(FLAGS_session_max_subscriptions_per_stream);
+  c.session.max_subscriptions = absl::GetFlag(FLAGS_session_max_subscriptions);
+  c.session.max_queue_bytes = absl::GetFlag(FLAGS_session_max_queue_bytes);
+  c.session.max_queue_messages =
+      absl::GetFlag(FLAGS_session_max_queue_messages);
+  c.session.subscription_idle_timeout =
+      absl::GetFlag(FLAGS_session_subscription_idle_timeout);
+  if (absl::Status s = c.session.Validate(); !s.ok()) return s;
   return c;
 }
 
@@ -530,7 +564,10 @@ std::string ServerConfig::Summary() const {
       "tls=%s partitions=%d replicas=%d replica_ordinal=%d "
       "replication_factor=%d "
       "grpc_memory_quota_bytes=%d max_concurrent_streams=%d "
-      "max_inflight_rpcs=%d max_inflight_request_bytes=%d kafka=%s",
+      "max_inflight_rpcs=%d max_inflight_request_bytes=%d kafka=%s "
+      "session_max_streams=%d session_max_subscriptions_per_stream=%d "
+      "session_max_subscriptions=%d session_max_queue_bytes=%d "
+      "session_max_queue_messages=%d session_subscription_idle_timeout=%s",
       listen_address, shards, default_policy.fp_rate,
       absl::FormatDuration(default_policy.retention),
       absl::FormatDuration(default_policy.slice_span),
@@ -555,7 +592,11 @@ std::string ServerConfig::Summary() const {
       overload.admission.max_inflight_request_bytes,
       kafka.enabled() ? absl::StrCat(kafka.brokers, "/", kafka.topic, "/",
                                      KafkaMessageFormatName(kafka.format))
-                      : "off");
+                      : "off",
+      session.max_streams, session.max_subscriptions_per_stream,
+      session.max_subscriptions, session.max_queue_bytes,
+      session.max_queue_messages,
+      absl::FormatDuration(session.subscription_idle_timeout));
 }
 
 }  // namespace exposure_filter

@@ -18,6 +18,8 @@ constexpr RpcAccess kRpcs[kNumRoleRpcs + 1] = {
     {"RemoveTracedUsers", false, Role::kAdmin, 8},
     {"ListTracedUsers", false, Role::kAdmin, 9},
     {"GetServerStats", false, Role::kAdmin, 10},
+    // Subscriptions to users' filters and mode A: what recall servers read.
+    {"Session", false, Role::kRead, 11},
 };
 
 // Services every client may use: probes (Kubernetes, load balancers) and

@@ -1,5 +1,6 @@
 // Which role each RPC needs. Roles group RPCs by client kind:
-//   read   recall servers: FilterRecalled, GetFilter, GetUserStats, Explain
+//   read   recall servers: FilterRecalled, GetFilter, GetUserStats, Explain,
+//          Session
 //   write  the exposure logger: RecordExposure
 //   admin  operators: DeleteUser (erases a user's history), the traced-user
 //          RPCs (exact exposure lists), GetServerStats (capacity, surfaces)
@@ -35,7 +36,7 @@ inline constexpr absl::string_view kExposureFilterService =
 RpcAccess AccessFor(absl::string_view path);
 
 // The exposure.v1 methods with a role, in index order (1..).
-inline constexpr size_t kNumRoleRpcs = 10;
+inline constexpr size_t kNumRoleRpcs = 11;
 const RpcAccess& RoleRpc(size_t index);
 
 }  // namespace exposure_filter

@@ -1,0 +1,465 @@
+// FilterReplica (mode B+) against the real server in-process: local
+// answers after the first snapshot, pushed writes filtered with no call,
+// deletes, aging across a slice boundary, leases, the byte bound, a broken
+// stream; and against a scripted fake, a sequence gap detected and
+// resynced.
+#include "exposure_filter/filter_replica.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "exposure_filter/item_hash.h"
+#include "gtest/gtest.h"
+#include "src/filter/filter_encoder.h"
+#include "src/filter/filter_policy.h"
+#include "src/server/exposure_filter_server.h"
+#include "src/store/clock.h"
+#include "tests/server/session_test_client.h"
+
+namespace exposure_filter {
+namespace {
+
+namespace v1 = exposure::v1;
+
+constexpr int64_t kNowMs = 1'700'000'000'000;
+constexpr int64_t kDayMs = 24LL * 3600 * 1000;
+
+FilterReplicaOptions TestOptions() {
+  FilterReplicaOptions o;
+  // Generous for sanitizer builds on a loaded machine; nothing is timed.
+  o.deadline = absl::Seconds(20);
+  o.max_staleness = absl::Seconds(5);
+  o.ping_interval = absl::Milliseconds(20);
+  return o;
+}
+
+class FilterReplicaTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer(testing::SessionTestConfig()); }
+
+  void StartServer(const ServerConfig& c) {
+    auto server = ExposureFilterServer::Start(c, &clock_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    // Redial soon after a server went away (gRPC's default waits 1 s and
+    // more): one test restarts the server on the same port.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+    channel_ =
+        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                  grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::ExposureFilter::NewStub(channel_);
+  }
+
+  std::unique_ptr<FilterReplica> Replica(
+      FilterReplicaOptions o = TestOptions()) {
+    auto r = FilterReplica::Connect(channel_, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *std::move(r) : nullptr;
+  }
+
+  void Record(const std::string& user, std::vector<uint64_t> ids,
+              int64_t event_ms = 0) {
+    v1::RecordExposureRequest req;
+    req.set_surface("h");
+    v1::Exposure* e = req.add_exposures();
+    e->set_user_id(user);
+    for (uint64_t id : ids) e->add_item_ids(id);
+    e->set_event_time_ms(event_ms);
+    v1::RecordExposureResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    ASSERT_TRUE(stub_->RecordExposure(&ctx, req, &resp).ok());
+  }
+
+  // FilterRecalled's keep flags for `ids`.
+  std::vector<uint8_t> Unary(const std::string& user,
+                             const std::vector<uint64_t>& ids) {
+    return testing::ServerKeep(stub_.get(), "h", user, ids);
+  }
+
+  static std::vector<uint8_t> Check(FilterReplica& r, const std::string& user,
+                                    const std::vector<uint64_t>& ids,
+                                    CheckPath* path = nullptr) {
+    std::vector<uint8_t> keep(ids.size(), 7);
+    const absl::Status s = r.Check("h", user, ids, {}, keep.data(), path);
+    EXPECT_TRUE(s.ok()) << s;
+    return keep;
+  }
+
+  ManualClock clock_{kNowMs};
+  std::unique_ptr<ExposureFilterServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ExposureFilter::Stub> stub_;
+};
+
+TEST_F(FilterReplicaTest, FirstUseWaitsForTheSnapshotThenAnswersLocally) {
+  Record("u1", {1, 2});
+  auto r = Replica();
+  CheckPath path = CheckPath::kUnary;
+  EXPECT_EQ(Check(*r, "u1", {1, 2, 3}, &path), (std::vector<uint8_t>{0, 0, 1}));
+  EXPECT_EQ(path, CheckPath::kLocal);
+  EXPECT_EQ(Check(*r, "u1", {3, 1}, &path), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(path, CheckPath::kLocal);
+  const FilterReplicaStats st = r->stats();
+  EXPECT_EQ(st.snapshots, 1u);
+  EXPECT_EQ(st.local_checks, 2u);
+  EXPECT_EQ(st.users_held, 1u);
+  EXPECT_GT(st.bytes_held, 0u);
+  EXPECT_DOUBLE_EQ(st.hit_ratio(), 1.0);
+  EXPECT_LT(st.staleness, absl::Seconds(5));
+}
+
+TEST_F(FilterReplicaTest, PushedWritesAreFilteredWithNoCall) {
+  auto r = Replica();
+  EXPECT_EQ(Check(*r, "u1", {5, 6}), (std::vector<uint8_t>{1, 1}));
+  Record("u1", {5});
+  ASSERT_TRUE(r->Sync().ok());
+  CheckPath path = CheckPath::kUnary;
+  EXPECT_EQ(Check(*r, "u1", {5, 6}, &path), (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(path, CheckPath::kLocal);
+  const FilterReplicaStats st = r->stats();
+  EXPECT_EQ(st.pushes, 1u);
+  EXPECT_EQ(st.pushed_items, 1u);
+  EXPECT_EQ(st.stream_checks + st.unary_checks, 0u);
+}
+
+TEST_F(FilterReplicaTest, ADeleteOnTheServerEmptiesTheCopy) {
+  Record("u1", {5});
+  auto r = Replica();
+  EXPECT_EQ(Check(*r, "u1", {5}), (std::vector<uint8_t>{0}));
+  v1::DeleteUserRequest del;
+  del.set_surface("h");
+  del.set_user_id("u1");
+  v1::DeleteUserResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->DeleteUser(&ctx, del, &resp).ok());
+  ASSERT_TRUE(r->Sync().ok());
+  CheckPath path = CheckPath::kUnary;
+  EXPECT_EQ(Check(*r, "u1", {5}, &path), (std::vector<uint8_t>{1}));
+  EXPECT_EQ(path, CheckPath::kLocal);
+  EXPECT_EQ(r->stats().resets, 1u);
+}
+
+TEST_F(FilterReplicaTest, SlicesAgeOutAsOnTheServerNeverBefore) {
+  // An item in the oldest slice the window holds, one in the newest.
+  const int64_t span = 5 * kDayMs;
+  const int64_t old_event = kNowMs - 30 * kDayMs + 1000;
+  Record("u1", {1}, old_event);
+  Record("u1", {2});
+  auto r = Replica();
+  EXPECT_EQ(Check(*r, "u1", {1, 2}), (std::vector<uint8_t>{0, 0}));
+  // The old slice expires at its end + 30 days: move the server's clock
+  // across it. Until a pong shows the replica the new time, the slice is
+  // still held and claimed: removed, never a miss.
+  const int64_t expiry = (old_event / span + 1) * span + 30 * kDayMs;
+  clock_.Advance(absl::Milliseconds(expiry - kNowMs));
+  ASSERT_EQ(Unary("u1", {1, 2}), (std::vector<uint8_t>{1, 0}));
+  ASSERT_TRUE(r->Sync().ok());
+  CheckPath path = CheckPath::kUnary;
+  EXPECT_EQ(Check(*r, "u1", {1, 2}, &path), (std::vector<uint8_t>{1, 0}))
+      << "aged out on the replica as on the server";
+  EXPECT_EQ(path, CheckPath::kLocal);
+  // One millisecond before the expiry the server still holds the slice:
+  // the replica must not drop it early (it answers through mode A while
+  // the server's clock may be on either side of the expiry).
+  clock_.Set(expiry - 1);
+  auto fresh = Replica();
+  EXPECT_EQ(Check(*fresh, "u1", {1, 2}, &path), Unary("u1", {1, 2}));
+}
+
+TEST_F(FilterReplicaTest, AnUncertainExpiryIsAnsweredByTheServer) {
+  const int64_t span = 5 * kDayMs;
+  const int64_t old_event = kNowMs - 30 * kDayMs + 1000;
+  const int64_t expiry = (old_event / span + 1) * span + 30 * kDayMs;
+  Record("u1", {1}, old_event);
+  clock_.Set(expiry - 1);
+  auto r = Replica();
+  // The server's clock is 1 ms before the expiry: the replica cannot know
+  // which side of it the server is on by the time it answers.
+  CheckPath path = CheckPath::kLocal;
+  EXPECT_EQ(Check(*r, "u1", {1}, &path), (std::vector<uint8_t>{0}));
+  EXPECT_NE(path, CheckPath::kLocal);
+  EXPECT_GT(r->stats().aging, 0u);
+}
+
+TEST_F(FilterReplicaTest, AnExpiredLeaseIsRenewedOnNextUse) {
+  auto r = Replica();
+  EXPECT_EQ(Check(*r, "u1", {1}), (std::vector<uint8_t>{1}));
+  clock_.Advance(absl::Minutes(11));
+  server_->session_hub().Tick(server_->store().clock().MonotonicMs());
+  ASSERT_TRUE(r->Sync().ok());
+  EXPECT_EQ(r->stats().expired, 1u);
+  Record("u1", {1});  // not pushed: the lease ran out
+  CheckPath path = CheckPath::kLocal;
+  EXPECT_EQ(Check(*r, "u1", {1}, &path), (std::vector<uint8_t>{0}))
+      << "an expired copy must not answer";
+  EXPECT_EQ(Check(*r, "u1", {1}, &path), (std::vector<uint8_t>{0}));
+  EXPECT_EQ(path, CheckPath::kLocal) << "resubscribed";
+  EXPECT_EQ(r->stats().snapshots, 2u);
+}
+
+TEST_F(FilterReplicaTest, HeldBytesStayUnderTheBound) {
+  FilterReplicaOptions o = TestOptions();
+  o.max_bytes = 1 << 20;
+  auto r = Replica(o);
+  // 40 users with ~40 KB filters each (~8 bits per item): 1.6 MB.
+  std::vector<uint64_t> ids(40000);
+  for (int u = 0; u < 40; ++u) {
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = u * 1000000 + i;
+    Record(absl::StrCat("user-", u), ids);
+  }
+  for (int u = 0; u < 40; ++u) {
+    const std::string user = absl::StrCat("user-", u);
+    EXPECT_EQ(Check(*r, user, {static_cast<uint64_t>(u) * 1000000 + 7}),
+              (std::vector<uint8_t>{0}));
+    EXPECT_LE(r->stats().bytes_held, o.max_bytes);
+  }
+  EXPECT_GT(r->stats().evictions, 0u);
+  ASSERT_TRUE(r->Sync().ok());
+  EXPECT_LT(server_->session_hub().subscriptions(), 40)
+      << "evicted users are unsubscribed";
+}
+
+TEST_F(FilterReplicaTest, PushedItemsAreCompactedIntoASnapshot) {
+  FilterReplicaOptions o = TestOptions();
+  o.compact_after_items = 50;
+  auto r = Replica(o);
+  EXPECT_EQ(Check(*r, "u1", {1}), (std::vector<uint8_t>{1}));
+  for (uint64_t i = 0; i < 60; ++i) Record("u1", {100 + i});
+  ASSERT_TRUE(r->Sync().ok());
+  ASSERT_TRUE(r->Sync().ok());
+  const FilterReplicaStats st = r->stats();
+  EXPECT_EQ(st.compactions, 1u);
+  EXPECT_EQ(st.snapshots, 2u);
+  std::vector<uint64_t> all;
+  for (uint64_t i = 0; i < 60; ++i) all.push_back(100 + i);
+  CheckPath path = CheckPath::kUnary;
+  EXPECT_EQ(Check(*r, "u1", all, &path), std::vector<uint8_t>(60, 0));
+  EXPECT_EQ(path, CheckPath::kLocal);
+}
+
+TEST_F(FilterReplicaTest, ABrokenStreamIsAnsweredByTheServerThenReconnects) {
+  auto r = Replica();
+  Record("u1", {1});
+  EXPECT_EQ(Check(*r, "u1", {1, 2}), (std::vector<uint8_t>{0, 1}));
+  // End every stream as a shutdown would, then serve again on a new
+  // server at the same address (the first one's data is gone with it).
+  const int port = server_->port();
+  server_.reset();
+  std::vector<uint8_t> keep(2);
+  const absl::Status s = r->Check("h", "u1", {1, 2}, {}, keep.data(), nullptr);
+  EXPECT_FALSE(s.ok()) << "no server: an error, never a stale local answer";
+  ServerConfig c = testing::SessionTestConfig();
+  c.listen_address = absl::StrCat("127.0.0.1:", port);
+  auto server = ExposureFilterServer::Start(c, &clock_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = *std::move(server);
+  stub_ = v1::ExposureFilter::NewStub(channel_);
+  Record("u1", {2});
+  // Until reconnected, the unary RPC (or an error while the channel
+  // redials); then a new snapshot and local answers. Never the old copy.
+  CheckPath path = CheckPath::kUnary;
+  for (int i = 0; i < 500; ++i) {
+    std::vector<uint8_t> keep(2, 7);
+    if (r->Check("h", "u1", {1, 2}, {}, keep.data(), &path).ok()) {
+      EXPECT_EQ(keep, (std::vector<uint8_t>{1, 0}));
+      if (path == CheckPath::kLocal) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(path, CheckPath::kLocal);
+  EXPECT_GE(r->stats().reconnects, 1u);
+}
+
+// --- Scripted servers
+// ---------------------------------------------------------
+
+// The snapshot a scripted server answers `sub` with: an empty filter at
+// `sequence`, the default policy, the fixed clock.
+v1::SessionResponse EmptySnapshot(uint64_t request_id,
+                                  const v1::SessionSubscribe& sub,
+                                  uint64_t sequence) {
+  const FilterPolicy policy = *FilterPolicy::Create({});
+  v1::SessionResponse out;
+  out.set_request_id(request_id);
+  v1::SessionSnapshot* s = out.mutable_snapshot();
+  s->set_surface(sub.surface());
+  s->set_user_id(sub.user_id());
+  s->set_sequence(sequence);
+  std::string empty;
+  s->set_version(
+      FilterVersionString(EncodeFilter(nullptr, policy, kNowMs, &empty)));
+  s->set_filter(empty);
+  s->set_server_time_ms(kNowMs);
+  s->set_retention_ms(policy.retention_ms());
+  s->set_slice_span_ms(policy.slice_span_ms());
+  s->set_idle_timeout_ms(600000);
+  return out;
+}
+
+// A scripted server's mode-A answer: every candidate kept but `exposed`.
+v1::SessionResponse KeepAllBut(uint64_t request_id,
+                               const v1::FilterRecalledRequest& f,
+                               uint64_t exposed) {
+  v1::SessionResponse out;
+  out.set_request_id(request_id);
+  std::string mask((f.candidate_ids_size() + 7) / 8, '\0');
+  for (int i = 0; i < f.candidate_ids_size(); ++i) {
+    if (f.candidate_ids(i) != exposed) mask[i / 8] |= 1 << (i % 8);
+  }
+  out.mutable_filter()->set_keep_mask(mask);
+  return out;
+}
+
+v1::SessionResponse Pong(uint64_t request_id) {
+  v1::SessionResponse out;
+  out.set_request_id(request_id);
+  out.mutable_pong()->set_server_time_ms(kNowMs);
+  return out;
+}
+
+// A scripted service served in-process, and a replica connected to it.
+struct Scripted {
+  explicit Scripted(grpc::Service* service) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service);
+    server = builder.BuildAndStart();
+    auto r = FilterReplica::Connect(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                            grpc::InsecureChannelCredentials()),
+        TestOptions());
+    if (r.ok()) replica = *std::move(r);
+  }
+  ~Scripted() {
+    replica.reset();
+    if (server != nullptr) server->Shutdown();
+  }
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<FilterReplica> replica;
+};
+
+using SessionStreamRw =
+    grpc::ServerReaderWriter<v1::SessionResponse, v1::SessionRequest>;
+
+// Snapshot at 0, then pushes 1 and 3 (push 2 lost); after the replica's
+// second subscribe, a snapshot at 3.
+class GapScriptService final : public v1::ExposureFilter::Service {
+ public:
+  grpc::Status Session(grpc::ServerContext* /*ctx*/,
+                       SessionStreamRw* stream) override {
+    v1::SessionRequest req;
+    while (stream->Read(&req)) {
+      if (req.has_ping()) {
+        stream->Write(Pong(req.request_id()));
+      } else if (req.has_filter()) {
+        stream->Write(KeepAllBut(req.request_id(), req.filter(), 1));
+      } else if (req.has_subscribe()) {
+        const int n = ++subscribes_;
+        stream->Write(
+            EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
+        if (n > 1) continue;
+        for (uint64_t seq : {1, 3}) {
+          v1::SessionResponse p;
+          p.mutable_push()->set_surface(req.subscribe().surface());
+          p.mutable_push()->set_user_id(req.subscribe().user_id());
+          p.mutable_push()->set_sequence(seq);
+          p.mutable_push()->set_event_time_ms(kNowMs);
+          p.mutable_push()->add_item_hashes(HashItemId(seq));
+          stream->Write(p);
+        }
+      }
+    }
+    return grpc::Status::OK;
+  }
+  std::atomic<int> subscribes_{0};
+};
+
+TEST(FilterReplicaGapTest, AGapIsDetectedAndResynced) {
+  GapScriptService service;
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
+  std::vector<uint8_t> keep(1);
+  // Item 1 (pushed before the gap) is exposed; whether this first check
+  // is answered before or after the resync depends on timing, and this
+  // script's resync snapshot does not hold it, so only the outcome of the
+  // gap is checked.
+  ASSERT_TRUE(s.replica->Check("h", "u1", {1}, {}, keep.data()).ok());
+  for (int i = 0; i < 500 && service.subscribes_ < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service.subscribes_, 2) << "resubscribed after the gap";
+  ASSERT_TRUE(s.replica->Sync().ok());
+  EXPECT_EQ(s.replica->stats().gaps, 1u);
+  EXPECT_EQ(s.replica->stats().snapshots, 2u);
+  CheckPath path = CheckPath::kUnary;
+  ASSERT_TRUE(s.replica->Check("h", "u1", {5}, {}, keep.data(), &path).ok());
+  EXPECT_EQ(path, CheckPath::kLocal) << "synced again by the new snapshot";
+}
+
+// Drops a push and says so (a resync notice, ahead of the third pong after
+// the snapshot) but sends no new snapshot: from then on the replica must
+// answer through mode A, however fresh its pongs.
+class ResyncScriptService final : public v1::ExposureFilter::Service {
+ public:
+  grpc::Status Session(grpc::ServerContext* /*ctx*/,
+                       SessionStreamRw* stream) override {
+    v1::SessionRequest req;
+    bool snapshot_sent = false;
+    while (stream->Read(&req)) {
+      if (req.has_subscribe() && !snapshot_sent) {
+        snapshot_sent = true;
+        stream->Write(EmptySnapshot(req.request_id(), req.subscribe(), 0));
+      } else if (req.has_ping()) {
+        if (snapshot_sent && pings_after_snapshot_++ == 2) {
+          v1::SessionResponse notice;
+          notice.mutable_resync()->set_reason(v1::SessionResync::QUEUE_FULL);
+          stream->Write(notice);
+        }
+        stream->Write(Pong(req.request_id()));
+      } else if (req.has_filter()) {
+        // Item 9, whose push was dropped, was exposed.
+        stream->Write(KeepAllBut(req.request_id(), req.filter(), 9));
+      }
+    }
+    return grpc::Status::OK;
+  }
+  std::atomic<int> pings_after_snapshot_{0};
+};
+
+TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {
+  ResyncScriptService service;
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
+  std::vector<uint8_t> keep(2);
+  CheckPath path = CheckPath::kUnary;
+  ASSERT_TRUE(
+      s.replica->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
+  // Pings until the notice has been sent and read.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.replica->Sync().ok());
+  ASSERT_GE(service.pings_after_snapshot_, 3);
+  ASSERT_TRUE(
+      s.replica->Check("h", "u1", {9, 10}, {}, keep.data(), &path).ok());
+  EXPECT_EQ(keep, (std::vector<uint8_t>{0, 1}))
+      << "answered from a copy the server said was out of sync";
+  EXPECT_NE(path, CheckPath::kLocal);
+  EXPECT_EQ(s.replica->stats().resyncs, 1u);
+}
+
+}  // namespace
+}  // namespace exposure_filter

@@ -1,0 +1,160 @@
+// A raw Session stream client for tests: writes SessionRequests, and a
+// reader thread queues every SessionResponse so a test can wait for the
+// next one with a deadline (a broken server fails the test instead of
+// hanging it). It can also stop reading, to play a client that does not
+// keep up.
+#ifndef EXPOSURE_FILTER_TESTS_SERVER_SESSION_TEST_CLIENT_H_
+#define EXPOSURE_FILTER_TESTS_SERVER_SESSION_TEST_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "src/server/config/server_config.h"
+
+namespace exposure_filter::testing {
+
+// The in-process server the session tests start: memory only, an
+// ephemeral port, few shards, a short drain.
+inline ServerConfig SessionTestConfig() {
+  ServerConfig c;
+  c.listen_address = "127.0.0.1:0";
+  c.shards = 4;
+  c.shutdown_grace = absl::Seconds(1);
+  return c;
+}
+
+// FilterRecalled's answer (unary, KEEP_MASK) as one keep flag per id, the
+// reference a local answer is compared with; empty if the call failed.
+inline std::vector<uint8_t> ServerKeep(exposure::v1::ExposureFilter::Stub* stub,
+                                       const std::string& surface,
+                                       const std::string& user,
+                                       const std::vector<uint64_t>& ids) {
+  exposure::v1::FilterRecalledRequest req;
+  req.set_surface(surface);
+  req.set_user_id(user);
+  req.set_mode(exposure::v1::KEEP_MASK);
+  req.mutable_candidate_ids()->Add(ids.begin(), ids.end());
+  exposure::v1::FilterRecalledResponse resp;
+  grpc::ClientContext ctx;
+  if (!stub->FilterRecalled(&ctx, req, &resp).ok()) return {};
+  std::vector<uint8_t> keep(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    keep[i] =
+        (static_cast<unsigned char>(resp.keep_mask()[i / 8]) >> (i % 8)) & 1;
+  }
+  return keep;
+}
+
+class SessionTestClient {
+ public:
+  // Opens a stream on `channel`; the reader starts at once unless
+  // `start_reading` is false (then call StartReading()).
+  explicit SessionTestClient(const std::shared_ptr<grpc::Channel>& channel,
+                             bool start_reading = true)
+      : stub_(exposure::v1::ExposureFilter::NewStub(channel)) {
+    ctx_.set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::seconds(120));
+    stream_ = stub_->Session(&ctx_);
+    if (start_reading) StartReading();
+  }
+  ~SessionTestClient() {
+    ctx_.TryCancel();
+    StartReading();  // a reader that never started must still join
+    if (reader_.joinable()) reader_.join();
+    if (!finished_) stream_->Finish();
+  }
+
+  void StartReading() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reading_started_) return;
+    reading_started_ = true;
+    reader_ = std::thread([this] {
+      exposure::v1::SessionResponse r;
+      while (stream_->Read(&r)) {
+        std::lock_guard<std::mutex> l(mu_);
+        received_.push_back(r);
+        cv_.notify_all();
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      ended_ = true;
+      cv_.notify_all();
+    });
+  }
+
+  bool Write(const exposure::v1::SessionRequest& request) {
+    return stream_->Write(request);
+  }
+  bool Subscribe(uint64_t id, const std::string& surface,
+                 const std::string& user, const std::string& if_version = "") {
+    exposure::v1::SessionRequest r;
+    r.set_request_id(id);
+    r.mutable_subscribe()->set_surface(surface);
+    r.mutable_subscribe()->set_user_id(user);
+    r.mutable_subscribe()->set_if_version(if_version);
+    return Write(r);
+  }
+  bool Ping(uint64_t id) {
+    exposure::v1::SessionRequest r;
+    r.set_request_id(id);
+    r.mutable_ping();
+    return Write(r);
+  }
+  bool WritesDone() { return stream_->WritesDone(); }
+
+  // The next response, or nullopt if none arrives within `wait` (or the
+  // stream ended with nothing left).
+  std::optional<exposure::v1::SessionResponse> Next(
+      std::chrono::milliseconds wait = std::chrono::seconds(20)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, wait, [&] { return !received_.empty() || ended_; });
+    if (received_.empty()) return std::nullopt;
+    exposure::v1::SessionResponse r = std::move(received_.front());
+    received_.pop_front();
+    return r;
+  }
+  // Responses received and not taken yet.
+  size_t Pending() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_.size();
+  }
+  // Waits for the end of the stream (the reader saw it) and its status.
+  grpc::Status Finish() {
+    StartReading();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(60), [&] { return ended_; });
+    }
+    if (reader_.joinable()) reader_.join();
+    finished_ = true;
+    return stream_->Finish();
+  }
+
+ private:
+  std::unique_ptr<exposure::v1::ExposureFilter::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<exposure::v1::SessionRequest,
+                                           exposure::v1::SessionResponse>>
+      stream_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<exposure::v1::SessionResponse> received_;
+  bool ended_ = false;
+  bool reading_started_ = false;
+  bool finished_ = false;
+  std::thread reader_;
+};
+
+}  // namespace exposure_filter::testing
+
+#endif  // EXPOSURE_FILTER_TESTS_SERVER_SESSION_TEST_CLIENT_H_
