@@ -15,6 +15,7 @@
 //   build-release/bench/session_bench --benchmark_min_time=2
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 
 #include <memory>
 #include <random>
@@ -59,6 +60,14 @@ Fixture& Shared() {
 // kSessionSync also waits, after each write, for a pong (one round trip):
 // the next request of a real feed comes seconds after the write, long
 // after its push; this loop's comes at once, within the staleness bound.
+// CPU of the whole process (client and in-process server), in seconds.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 enum class Mode { kSession, kSessionSync, kModeA, kModeB };
 
 void BM_FeedLoop(benchmark::State& state, Mode mode) {
@@ -80,6 +89,7 @@ void BM_FeedLoop(benchmark::State& state, Mode mode) {
   std::vector<uint8_t> keep(kCandidates);
   std::vector<uint64_t> shown;
   uint64_t requests = 0, false_negatives = 0;
+  const double cpu_before = ProcessCpuSeconds();
   int user = 0, in_session = 0;
   std::string user_id = absl::StrCat(prefix, user);
   for (auto _ : state) {
@@ -154,6 +164,8 @@ void BM_FeedLoop(benchmark::State& state, Mode mode) {
     ++requests;
   }
   state.SetItemsProcessed(static_cast<int64_t>(requests));
+  state.counters["cpu_us_per_request"] =
+      requests == 0 ? 0 : (ProcessCpuSeconds() - cpu_before) * 1e6 / requests;
   state.counters["false_negatives"] = static_cast<double>(false_negatives);
   if (replica != nullptr) {
     const FilterReplicaStats st = replica->stats();
@@ -163,6 +175,75 @@ void BM_FeedLoop(benchmark::State& state, Mode mode) {
     state.counters["stale"] = static_cast<double>(st.stale);
   }
 }
+
+// The recall path alone: the same user (1,000 exposures) checked again and
+// again, no writes: what each mode costs a request, client and server.
+void BM_Recall(benchmark::State& state, Mode mode) {
+  Fixture& f = Shared();
+  static int run = 0;
+  const std::string user = absl::StrCat("recall-", ++run);
+  std::mt19937_64 rng(7);
+  {
+    v1::RecordExposureRequest rec;
+    rec.set_surface("h");
+    v1::Exposure* e = rec.add_exposures();
+    e->set_user_id(user);
+    for (int i = 0; i < 1000; ++i) e->add_item_ids(rng());
+    v1::RecordExposureResponse rr;
+    grpc::ClientContext ctx;
+    if (!f.stub->RecordExposure(&ctx, rec, &rr).ok()) {
+      state.SkipWithError("RecordExposure failed");
+      return;
+    }
+  }
+  std::unique_ptr<FilterReplica> replica;
+  std::unique_ptr<ExposureFilterClient> client;
+  std::unique_ptr<FilterCache> cache;
+  if (mode == Mode::kSession) {
+    replica = *FilterReplica::Connect(f.channel, FilterReplicaOptions{});
+  } else if (mode == Mode::kModeB) {
+    client = std::make_unique<ExposureFilterClient>(f.channel, ClientOptions{});
+    cache = std::make_unique<FilterCache>(client.get(), FilterCacheOptions{});
+  }
+  std::vector<uint64_t> ids(kCandidates);
+  for (uint64_t& id : ids) id = rng();
+  std::vector<uint8_t> keep(kCandidates);
+  v1::FilterRecalledRequest req;
+  req.set_surface("h");
+  req.set_user_id(user);
+  req.set_mode(v1::KEEP_MASK);
+  req.mutable_candidate_ids()->Add(ids.begin(), ids.end());
+  uint64_t requests = 0;
+  const double cpu_before = ProcessCpuSeconds();
+  for (auto _ : state) {
+    bool ok = true;
+    if (mode == Mode::kSession) {
+      ok = replica->Check("h", user, ids, {}, keep.data()).ok();
+    } else if (mode == Mode::kModeA) {
+      v1::FilterRecalledResponse resp;
+      grpc::ClientContext ctx;
+      ok = f.stub->FilterRecalled(&ctx, req, &resp).ok();
+    } else {
+      auto pulled = cache->Get("h", user);
+      ok = pulled.ok();
+      if (ok) (*pulled)->view().KeepMaskIds(ids, keep.data());
+    }
+    if (!ok) {
+      state.SkipWithError("check failed");
+      break;
+    }
+    ++requests;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(requests));
+  state.counters["cpu_us_per_request"] =
+      requests == 0 ? 0 : (ProcessCpuSeconds() - cpu_before) * 1e6 / requests;
+  if (replica != nullptr)
+    state.counters["hit_ratio"] = replica->stats().hit_ratio();
+}
+
+BENCHMARK_CAPTURE(BM_Recall, Session, Mode::kSession)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Recall, ModeA, Mode::kModeA)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Recall, ModeB, Mode::kModeB)->UseRealTime();
 
 BENCHMARK_CAPTURE(BM_FeedLoop, Session, Mode::kSession)
     ->Arg(1)

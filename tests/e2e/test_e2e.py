@@ -37,6 +37,8 @@ EF_METHODS = {"RecordExposure", "FilterRecalled", "GetFilter", "GetUserStats",
 # Debugging RPCs, tested in test_debugging.py.
 EF_METHODS |= {"Explain", "AddTracedUsers", "RemoveTracedUsers",
                "ListTracedUsers"}
+# The session stream (docs/session-stream.md).
+EF_METHODS |= {"Session"}
 DAY_MS = 24 * 3600 * 1000
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 

@@ -84,8 +84,10 @@ class UndecodableRequestTest(unittest.TestCase):
                 % m.input_type.full_name)
         after = scrape(self.server.admin_port)
         for m in self.methods:
+            # The session stream is counted as the bidi stream it is.
+            streaming = m.client_streaming or m.server_streaming
             labels = dict(grpc_service=SERVICE, grpc_method=m.name,
-                          grpc_type="unary")
+                          grpc_type="bidi_stream" if streaming else "unary")
             self.assertEqual(
                 value(after, "grpc_server_handled_total",
                       grpc_code="InvalidArgument", **labels)
