@@ -1,5 +1,5 @@
 // exposure-filter-server: parses flags, starts the server, and shuts it down
-// cleanly on SIGTERM/SIGINT.
+// cleanly on SIGTERM/SIGINT (SIGHUP is logged and ignored).
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -29,13 +29,14 @@ int main(int argc, char** argv) {
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
-  // Block the termination signals in every thread (threads inherit the mask);
-  // one dedicated thread receives them with sigwait, so Shutdown never runs
-  // inside a signal handler.
+  // Block the termination signals, and SIGHUP, in every thread (threads
+  // inherit the mask); one dedicated thread receives them with sigwait, so
+  // Shutdown never runs inside a signal handler.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (absl::Status s = ApplyEnvironmentOverrides(); !s.ok()) {
@@ -86,7 +87,16 @@ int main(int argc, char** argv) {
                (*server)->admin_port(), config->Summary());
   std::thread signal_waiter([&] {
     int sig = 0;
-    sigwait(&signals, &sig);
+    // Operators send SIGHUP expecting a reload. This server reads its
+    // configuration (flags, TLS files, the authorization policy) at startup
+    // only, so a HUP is logged as ignored and the server keeps serving; a
+    // restart applies a change. Left at its default action, HUP would end
+    // the process at once: no drain, no final snapshot.
+    while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+      spdlog::warn(
+          "event=signal signal=SIGHUP action=ignored reason=\"configuration "
+          "is read at startup only; restart the server to apply a change\"");
+    }
     spdlog::info("event=signal signal={}",
                  sig == SIGTERM ? "SIGTERM" : "SIGINT");
     (*server)->Shutdown();

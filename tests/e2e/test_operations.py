@@ -342,6 +342,37 @@ class MemoryCeilingTest(unittest.TestCase):
             self.assertIn("event=memory_ceiling_eviction", server.log())
 
 
+class SighupTest(unittest.TestCase):
+    """SIGHUP, which operators send expecting a reload, neither stops the
+    server nor changes what it holds: it is logged as ignored, the server
+    keeps serving, and a later SIGTERM still drains, snapshots and exits 0."""
+
+    def test_sighup_is_logged_and_ignored(self):
+        with harness.ServerProcess() as server:
+            client = Client(server.address)
+            try:
+                client.record(client.exposure("hup-user", ids=[7, 8, 9],
+                                              t=now_ms()))
+                server.signal(signal.SIGHUP)
+                # The log line is the server's acknowledgement of the signal;
+                # the deadline only bounds a broken run.
+                deadline = time.monotonic() + 30
+                while ("signal=SIGHUP action=ignored" not in server.log()
+                       and time.monotonic() < deadline
+                       and server.proc.poll() is None):
+                    time.sleep(0.05)
+                self.assertIsNone(server.proc.poll(), server.log())
+                self.assertIn("signal=SIGHUP action=ignored", server.log())
+                self.assertEqual(health_check(server.address), SERVING)
+                r = client.filter("hup-user", ids=[6, 7, 8, 9, 10])
+                self.assertEqual(list(r.kept_ids), [6, 10])
+            finally:
+                client.close()
+            server.signal(signal.SIGTERM)
+            self.assertEqual(server.wait_exit(), 0, server.log())
+            self.assertIn("shutdown complete", server.log())
+
+
 class SigtermUnderLoadTest(unittest.TestCase):
     """SIGTERM while four clients hammer the server: health turns
     NOT_SERVING, calls keep succeeding through --shutdown_delay, then the
