@@ -425,6 +425,33 @@ TEST(AdminAuditTest, HashedUserIdsAreSha256Prefixes) {
   EXPECT_THAT(line, Not(HasSubstr("u42")));
 }
 
+// Every audited RPC: with hashing on, a status message that names a user of
+// the request carries the pseudonym, never the raw id (the DeleteUser of a
+// user another partition owns is the one seen in practice).
+TEST(AdminAuditTest, HashedUserIdsAreHashedInTheDetailOfEveryAuditedRpc) {
+  for (absl::string_view rpc :
+       {"DeleteUser", "AddTracedUsers", "RemoveTracedUsers", "ListTracedUsers",
+        "GetServerStats"}) {
+    AdminAuditRecord r;
+    r.rpc = rpc;
+    r.users = {"alice-secret-0", "abc", "alice"};
+    r.code = 9;  // FAILED_PRECONDITION
+    r.detail =
+        "user_id: user \"alice-secret-0\" is in partition 7 (owners 1, 2); "
+        "users[1]: \"abc\" and \"alice\"";
+    const std::string line = AdminAudit(true).Format(r);
+    EXPECT_THAT(line, Not(HasSubstr("alice"))) << rpc << ": " << line;
+    EXPECT_THAT(line, Not(HasSubstr("\\x22abc\\x22"))) << rpc;
+    // sha256("abc") = ba7816bf8f01cfea...
+    EXPECT_THAT(line, HasSubstr("users[1]: \\x22sha256:ba7816bf8f01cfea\\x22"))
+        << rpc << ": " << line;
+    EXPECT_THAT(line, HasSubstr("is in partition 7")) << rpc;
+    // Without hashing the detail is the message as it was.
+    EXPECT_THAT(AdminAudit(false).Format(r),
+                HasSubstr("\\x22alice-secret-0\\x22 is in partition 7"));
+  }
+}
+
 // --- identities -------------------------------------------------------------
 
 TEST(CallerIdentityTest, LoggedIdentityPrefersTheGrantee) {

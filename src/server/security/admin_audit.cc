@@ -3,9 +3,14 @@
 #include <openssl/evp.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "src/server/security/caller_identity.h"
 
 namespace exposure_filter {
@@ -42,6 +47,24 @@ std::string AdminAudit::UserField(absl::string_view user_id) const {
   return hash_user_ids_ ? Sha256Prefix(user_id) : LogEscaped(user_id, ",");
 }
 
+std::string AdminAudit::Detail(const AdminAuditRecord& r) const {
+  if (!hash_user_ids_) return r.detail;
+  // A status message can name a user ("user_id: user \"alice\" is in
+  // partition 7 ..."): with hashing on, every id of the request is written
+  // as its pseudonym there too, or the detail would put back into log
+  // storage what the users field keeps out. One pass, longest id first, so
+  // an id inside another id or inside a pseudonym is never replaced twice.
+  std::vector<std::pair<absl::string_view, std::string>> pseudonyms;
+  for (const std::string& user : r.users) {
+    if (!user.empty()) pseudonyms.emplace_back(user, Sha256Prefix(user));
+  }
+  std::sort(pseudonyms.begin(), pseudonyms.end(),
+            [](const auto& a, const auto& b) {
+              return a.first.size() > b.first.size();
+            });
+  return absl::StrReplaceAll(r.detail, pseudonyms);
+}
+
 std::string AdminAudit::Format(const AdminAuditRecord& r) const {
   std::string users;
   for (const std::string& user : r.users) {
@@ -55,7 +78,7 @@ std::string AdminAudit::Format(const AdminAuditRecord& r) const {
       " users=", r.users.empty() ? "-" : absl::StrCat("\"", users, "\""),
       " outcome=",
       absl::StatusCodeToString(static_cast<absl::StatusCode>(r.code)));
-  if (r.code != 0) absl::StrAppend(&line, " detail=", LogQuoted(r.detail));
+  if (r.code != 0) absl::StrAppend(&line, " detail=", LogQuoted(Detail(r)));
   return line;
 }
 

@@ -14,7 +14,8 @@
 // double-quoted with '"', '\\', ',' (in users) and non-printable bytes as
 // \xHH. With hash_user_ids, each user id is written as sha256:<first 16 hex
 // digits of SHA-256(id)>: stable pseudonyms that keep ids out of log
-// storage (anyone holding a candidate id can still check it).
+// storage (anyone holding a candidate id can still check it), in the users
+// field and wherever the detail names one of them.
 //
 // Written through a logger of its own at info, whatever --log_level says:
 // admin calls are rare, and an audit that a log level can silence is not
@@ -54,6 +55,9 @@ class AdminAudit {
 
  private:
   std::string UserField(absl::string_view user_id) const;
+  // The status message, with the request's user ids as pseudonyms when
+  // hashing is on.
+  std::string Detail(const AdminAuditRecord& record) const;
 
   const bool hash_user_ids_;
   std::shared_ptr<spdlog::logger> logger_;
