@@ -126,6 +126,33 @@ TEST(AuthorizationPolicyTest, IdentityWithoutKindNamesTheLine) {
   }
 }
 
+TEST(AuthorizationPolicyTest, ByteOrderMarkAtTheStartIsNotPartOfARole) {
+  absl::StatusOr<AuthorizationPolicy> p = AuthorizationPolicy::Parse(
+      "\xEF\xBB\xBF"
+      "admin cn:ops\n",
+      "f");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_NE(p->Grantee({"cn:ops"}, Role::kAdmin), nullptr);
+  // Anywhere else it is a byte of a role name, shown escaped.
+  const absl::Status s = AuthorizationPolicy::Parse(
+                             "read cn:a\n\xEF\xBB\xBF"
+                             "admin cn:b\n",
+                             "f")
+                             .status();
+  EXPECT_THAT(Message(s),
+              HasSubstr("f line 2: unknown role \"\\xef\\xbb\\xbf"));
+}
+
+TEST(AuthorizationPolicyTest, ControlByteInAnIdentityNamesTheLineAndByte) {
+  const absl::Status s =
+      AuthorizationPolicy::Parse(std::string("read cn:a\nadmin cn:o\0ps\n", 24),
+                                 "f")
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(s), HasSubstr("f line 2: control byte \\x00 in "
+                                    "\"admin cn:o\\x00ps\""));
+}
+
 TEST(AuthorizationPolicyTest, EmptyRoleInListIsAnError) {
   const absl::Status s =
       AuthorizationPolicy::Parse("read,,admin cn:x\n", "f").status();

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +35,10 @@ const char* RoleName(Role role) { return kRoleNames[static_cast<int>(role)]; }
 absl::StatusOr<AuthorizationPolicy> AuthorizationPolicy::Parse(
     absl::string_view text, absl::string_view source) {
   AuthorizationPolicy policy;
+  // Editors on some systems start a UTF-8 file with a byte order mark; it
+  // is not part of the first role, and left in it would be refused as an
+  // unknown role whose name prints as "admin".
+  absl::ConsumePrefix(&text, "\xEF\xBB\xBF");
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
@@ -43,23 +48,37 @@ absl::StatusOr<AuthorizationPolicy> AuthorizationPolicy::Parse(
       return absl::InvalidArgumentError(
           absl::StrCat(source, " line ", line_number, ": ", parts...));
     };
+    // Roles and identities are printable text: a control byte (a NUL in an
+    // identity, say) would make an entry that no certificate ever matches,
+    // silently. Messages print the line escaped, so what is wrong shows.
+    for (char c : line) {
+      if (absl::ascii_iscntrl(static_cast<unsigned char>(c)) && c != '\t' &&
+          c != '\r') {
+        return error("control byte \\x",
+                     absl::BytesToHexString(absl::string_view(&c, 1)), " in \"",
+                     absl::CHexEscape(line),
+                     "\": roles and identities are printable text");
+      }
+    }
     const std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (fields.size() != 2) {
       return error("expected \"<role>[,<role>...] <identity>\", got ",
-                   fields.size(), " fields in \"", line, "\"");
+                   fields.size(), " fields in \"", absl::CHexEscape(line),
+                   "\"");
     }
     uint8_t bits = 0;
     for (absl::string_view name : absl::StrSplit(fields[0], ',')) {
       int role = 0;
       while (role < kNumRoles && name != kRoleNames[role]) ++role;
       if (role == kNumRoles) {
-        return error("unknown role \"", name, "\" (roles: read, write, admin)");
+        return error("unknown role \"", absl::CHexEscape(name),
+                     "\" (roles: read, write, admin)");
       }
       bits |= Bit(role);
     }
     if (!ValidIdentity(fields[1])) {
-      return error("identity \"", fields[1],
+      return error("identity \"", absl::CHexEscape(fields[1]),
                    "\" must be san:<subjectAltName> or cn:<common name>");
     }
     policy.roles_[fields[1]] |= bits;
