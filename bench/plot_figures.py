@@ -34,6 +34,9 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 
+# The table and the charts read the same run files the same way.
+from headline_table import load_runs  # pylint: disable=wrong-import-position
+
 # The yardsticks of docs/performance.md ("Memory per user"): the
 # information limit log2(1/δ) bits per item at δ = 1%, and RedisBloom
 # reserved for the exact count (~11.6 bits/item at 1%, no aging).
@@ -162,17 +165,6 @@ WORKLOADS = [
     ("pull_cached", "GetFilter if_version\n+ check"),
     ("record", "RecordExposure\n50x20 items"),
 ]
-
-
-def load_runs(d):
-    runs = {}
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".json") and f != "provenance.json":
-            with open(os.path.join(d, f)) as fh:
-                text = fh.read().strip()
-            if text:
-                runs[f[:-5]] = json.loads(text)
-    return runs
 
 
 def plot_compare(d, out):
