@@ -427,6 +427,26 @@ class AuthorizationOffTest(unittest.TestCase):
         self.assertIn('users="plain-user" outcome=OK', lines[0])
 
 
+class AuthorizationOffWithMutualTlsTest(unittest.TestCase):
+    """mTLS without a policy starts with authorization off; that is logged
+    at error level, so even --log_level=error shows it."""
+
+    def test_mtls_without_policy_is_an_error_line(self):
+        pki = Pki()
+        try:
+            with harness.ServerProcess(
+                    *(pki.mtls_flags() + ["--log_level=error"]),
+                    channel_credentials=pki.credentials("admin")) as server:
+                log = server.log()
+        finally:
+            pki.close()
+        off = [l for l in log.splitlines() if "event=authorization " in l]
+        self.assertEqual(len(off), 1, log)
+        self.assertIn("level=error event=authorization mode=off tls=mtls",
+                      off[0])
+        self.assertIn("DeleteUser included", off[0])
+
+
 class AuthorizationStartupErrorTest(unittest.TestCase):
     """A policy that cannot be enforced stops the server at startup."""
 

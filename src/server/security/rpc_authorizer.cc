@@ -103,11 +103,18 @@ void LogAuthorizationMode(const AuthorizationOptions& options,
         TlsModeName(tls), options.audit_hash_user_ids);
     return;
   }
-  spdlog::info(
+  // Authorization off is a warning, and an error when client certificates
+  // are verified: an operator who set up mTLS most likely meant to grant
+  // roles, and at --log_level=error an info line would leave nothing
+  // saying that any certificate the CA signed may delete users.
+  const bool client_certs = !tls.client_ca_file.empty();
+  spdlog::log(
+      client_certs ? spdlog::level::err : spdlog::level::warn,
       "event=authorization mode=off tls={} audit_hash_user_ids={} "
       "msg=\"no --authz_policy: every client that can connect may call "
-      "every RPC\"",
-      TlsModeName(tls), options.audit_hash_user_ids);
+      "every RPC{}\"",
+      TlsModeName(tls), options.audit_hash_user_ids,
+      client_certs ? ", DeleteUser included, whatever its certificate" : "");
 }
 
 }  // namespace exposure_filter
