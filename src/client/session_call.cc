@@ -9,7 +9,6 @@ namespace exposure_filter {
 std::shared_ptr<SessionCall> SessionCall::Start(
     exposure::v1::ExposureFilter::Stub* stub, Listener* listener) {
   auto call = std::make_shared<SessionCall>(listener);
-  call->self_ = call;
   stub->async()->Session(&call->ctx_, call.get());
   // Writes are started from any thread, not only from reactions: the hold
   // keeps gRPC from calling OnDone (and freeing the call) while one may
@@ -85,9 +84,14 @@ void SessionCall::OnReadDone(bool ok) {
   if (release) RemoveHold();
 }
 
+SessionCall::~SessionCall() {
+  Cancel();
+  WaitDone();
+}
+
 void SessionCall::OnDone(const grpc::Status& status) {
-  // Our own reference goes last, at the end of this function.
-  std::shared_ptr<SessionCall> self = std::move(self_);
+  // gRPC touches nothing of the call after this; the owner, woken by
+  // done_, destroys it on its own thread.
   ended_.store(true, std::memory_order_release);
   listener_->OnEnded(this, status);
   done_.Notify();

@@ -2,8 +2,13 @@
 // callback API, for FilterReplica. Requests are queued and written one at
 // a time from any thread; every response is handed to the listener on
 // gRPC's thread as it is read; the listener hears once when the call ends.
-// The call keeps itself alive until gRPC is done with it, so its owner may
-// drop it at any time after Cancel().
+//
+// The owner's reference is the only one: dropping it cancels the stream and
+// waits for its end, on the owner's thread. The call is never destroyed on
+// gRPC's callback thread, because its ClientContext holds the channel: a
+// channel released there for the last time shuts down the completion queue
+// that thread serves and joins the thread from itself (gRPC's callback
+// queue on Linux), and the thread then runs on a freed queue.
 #ifndef EXPOSURE_FILTER_SRC_CLIENT_SESSION_CALL_H_
 #define EXPOSURE_FILTER_SRC_CLIENT_SESSION_CALL_H_
 
@@ -35,8 +40,7 @@ class SessionCall final
                          const grpc::Status& status) = 0;
   };
 
-  // Starts the stream on `stub`; `listener` must outlive the call's end
-  // (WaitDone).
+  // Starts the stream on `stub`; `listener` must outlive the call.
   static std::shared_ptr<SessionCall> Start(
       exposure::v1::ExposureFilter::Stub* stub, Listener* listener);
 
@@ -49,6 +53,8 @@ class SessionCall final
   void WaitDone() { done_.WaitForNotification(); }
 
   explicit SessionCall(Listener* listener) : listener_(listener) {}
+  // Cancels and waits for the end; never from the listener's callbacks.
+  ~SessionCall() override;
 
  private:
   void OnReadDone(bool ok) override;
@@ -62,7 +68,6 @@ class SessionCall final
 
   Listener* const listener_;
   grpc::ClientContext ctx_;
-  std::shared_ptr<SessionCall> self_;  // until OnDone
   exposure::v1::SessionResponse read_msg_;
   absl::Mutex mu_;
   std::deque<exposure::v1::SessionRequest> out_ ABSL_GUARDED_BY(mu_);
