@@ -333,13 +333,10 @@ class UserFilter {
   void Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                absl::string_view key);
   static void Free(Header* h);
-  static double LegacyFp(const Tables& t);
-  double LegacyLiveFp(const Tables& t, const FilterPolicy& policy,
-                      int64_t now_ms) const;
-  // The runs' fingerprints, ascending distinct, re-mapped to (b, u) (b at
-  // most each run's precision; u <= 2^b).
   // Sum of c_f over `fps` (see RunMeta::weight).
   static uint64_t Weight(const std::vector<uint32_t>& fps, int b, uint64_t u);
+  // The runs' fingerprints, ascending distinct, re-mapped to (b, u) (b at
+  // most each run's precision; u <= 2^b).
   static std::vector<uint32_t> RemapRuns(const UserFilter& f,
                                          const std::vector<RunPlan>& runs,
                                          int b, uint64_t u);
