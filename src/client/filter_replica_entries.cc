@@ -1,0 +1,216 @@
+// FilterReplica: the copies held (subscribe, ping, age, account, evict,
+// forget) and the stats.
+#include <algorithm>
+
+#include "src/client/filter_replica_impl.h"
+
+namespace exposure_filter {
+
+namespace v1 = exposure::v1;
+using filter_replica_internal::Entry;
+using filter_replica_internal::EntryKey;
+using filter_replica_internal::kEntryOverheadBytes;
+using filter_replica_internal::kNever;
+using filter_replica_internal::kPushedItemBytes;
+
+// --- Entries
+// ------------------------------------------------------------------
+
+std::shared_ptr<Entry> FilterReplica::Impl::GetOrCreate(
+    const std::string& key, absl::string_view surface, absl::string_view user) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return *it->second;
+  }
+  lru_.push_front(
+      std::make_shared<Entry>(std::string(surface), std::string(user)));
+  entries_.emplace(key, lru_.begin());
+  return lru_.front();
+}
+
+std::shared_ptr<Entry> FilterReplica::Impl::Find(absl::string_view surface,
+                                                 absl::string_view user) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(EntryKey(surface, user));
+  return it == entries_.end() ? nullptr : *it->second;
+}
+
+void FilterReplica::Impl::Subscribe(const std::shared_ptr<Entry>& e,
+                                    SessionCall* call) {
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  v1::SessionRequest r;
+  r.set_request_id(id);
+  v1::SessionSubscribe* s = r.mutable_subscribe();
+  s->set_surface(e->surface);
+  s->set_user_id(e->user_id);
+  // The version of the filter held: an unchanged user costs no bytes. A
+  // user whose pushed items are held is sent in full anyway (its version
+  // moved on with them), which is the compaction.
+  if (e->filter != nullptr) s->set_if_version(e->version);
+  s->add_accepted_formats(2);
+  {
+    absl::MutexLock lock(&mu_);
+    subscribes_.erase(e->subscribe_id);
+    subscribes_[id] = e;
+  }
+  e->subscribe_id = id;
+  e->subscribed = true;
+  e->refused = absl::OkStatus();
+  e->renew_at = absl::InfiniteFuture();  // set by the snapshot
+  if (!call->Send(std::move(r))) {
+    e->subscribed = false;
+    absl::MutexLock lock(&mu_);
+    subscribes_.erase(id);
+    return;
+  }
+  // A ping right behind it: its pong arrives just after the snapshot and
+  // makes the first check fresh without waiting for the pinger.
+  SendPing(call);
+}
+
+uint64_t FilterReplica::Impl::SendPing(SessionCall* call) {
+  const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&mu_);
+    // A server that answers none of them is not made to queue more: the
+    // checks go to mode A (stale) until it does.
+    if (pings_.size() >= 256) return 0;
+    pings_[id] = MonotonicTime();
+  }
+  v1::SessionRequest r;
+  r.set_request_id(id);
+  r.mutable_ping();
+  call->Send(std::move(r));
+  return id;
+}
+
+void FilterReplica::Impl::UpdateExpiry(Entry* e) {
+  int64_t next = kNever;
+  for (const FilterView::Slice& s : e->view.slices()) {
+    next = std::min(next, s.end_ms + e->retention_ms);
+  }
+  for (const auto& [hash, slice] : e->pushed) {
+    next = std::min(next, (slice + 1) * e->span_ms + e->retention_ms);
+  }
+  e->next_expiry_ms = next;
+}
+
+void FilterReplica::Impl::Age(Entry* e, int64_t seen_ms) {
+  // The server's rule (a slice is live while its end is after now -
+  // retention), with the server's clock as far as it has shown it.
+  const int64_t cutoff = seen_ms - e->retention_ms;
+  e->view = e->view.WithSlicesEndingAfter(cutoff);
+  for (auto it = e->pushed.begin(); it != e->pushed.end();) {
+    if ((it->second + 1) * e->span_ms <= cutoff) {
+      e->pushed.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  UpdateExpiry(e);
+}
+
+void FilterReplica::Impl::Account(const std::shared_ptr<Entry>& e) {
+  size_t bytes = 0;
+  {
+    absl::MutexLock lock(&e->mu);
+    bytes = kEntryOverheadBytes + e->surface.size() + e->user_id.size() +
+            (e->filter != nullptr ? e->filter->size_bytes() : 0) +
+            e->pushed.size() * kPushedItemBytes;
+  }
+  std::vector<std::shared_ptr<Entry>> victims;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(EntryKey(e->surface, e->user_id));
+    if (it == entries_.end() || *it->second != e) return;  // evicted
+    bytes_ += bytes;
+    bytes_ -= e->bytes;
+    e->bytes = bytes;
+    victims = EvictLocked();
+  }
+  Drop(victims);
+}
+
+std::vector<std::shared_ptr<Entry>> FilterReplica::Impl::EvictLocked() {
+  std::vector<std::shared_ptr<Entry>> victims;
+  while (bytes_ > options_.max_bytes && lru_.size() > 1) {
+    std::shared_ptr<Entry> victim = std::move(lru_.back());
+    lru_.pop_back();
+    entries_.erase(EntryKey(victim->surface, victim->user_id));
+    bytes_ -= victim->bytes;
+    victim->bytes = 0;
+    n_.evictions.fetch_add(1, std::memory_order_relaxed);
+    victims.push_back(std::move(victim));
+  }
+  return victims;
+}
+
+void FilterReplica::Impl::Drop(
+    const std::vector<std::shared_ptr<Entry>>& victims) {
+  if (victims.empty()) return;
+  std::shared_ptr<SessionCall> call = CurrentCall(/*live_only=*/false);
+  for (const std::shared_ptr<Entry>& victim : victims) {
+    absl::MutexLock lock(&victim->mu);
+    victim->synced = false;
+    if (!victim->subscribed || call == nullptr) continue;
+    victim->subscribed = false;
+    v1::SessionRequest r;
+    r.set_request_id(next_id_.fetch_add(1, std::memory_order_relaxed));
+    r.mutable_unsubscribe()->set_surface(victim->surface);
+    r.mutable_unsubscribe()->set_user_id(victim->user_id);
+    call->Send(std::move(r));
+  }
+}
+
+void FilterReplica::Impl::Forget(absl::string_view surface,
+                                 absl::string_view user_id) {
+  std::vector<std::shared_ptr<Entry>> victims;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(EntryKey(surface, user_id));
+    if (it == entries_.end()) return;
+    std::shared_ptr<Entry> e = *it->second;
+    bytes_ -= e->bytes;
+    e->bytes = 0;
+    lru_.erase(it->second);
+    entries_.erase(it);
+    victims.push_back(std::move(e));
+  }
+  Drop(victims);
+}
+
+FilterReplicaStats FilterReplica::Impl::Stats() const {
+  FilterReplicaStats s;
+  auto get = [](const std::atomic<uint64_t>& a) {
+    return a.load(std::memory_order_relaxed);
+  };
+  s.local_checks = get(n_.local);
+  s.stream_checks = get(n_.stream);
+  s.unary_checks = get(n_.unary);
+  s.failed_checks = get(n_.failed);
+  s.not_synced = get(n_.not_synced);
+  s.stale = get(n_.stale);
+  s.aging = get(n_.aging);
+  s.snapshots = get(n_.snapshots);
+  s.not_modified = get(n_.not_modified);
+  s.pushes = get(n_.pushes);
+  s.pushed_items = get(n_.pushed_items);
+  s.gaps = get(n_.gaps);
+  s.resyncs = get(n_.resyncs);
+  s.resets = get(n_.resets);
+  s.expired = get(n_.expired);
+  s.compactions = get(n_.compactions);
+  s.reconnects = get(n_.reconnects);
+  s.evictions = get(n_.evictions);
+  absl::MutexLock lock(&mu_);
+  s.bytes_held = bytes_;
+  s.users_held = lru_.size();
+  if (clock_.ref_sent != absl::InfinitePast()) {
+    s.staleness = MonotonicTime() - clock_.ref_sent;
+  }
+  return s;
+}
+
+}  // namespace exposure_filter
