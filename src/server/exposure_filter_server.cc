@@ -73,6 +73,9 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
       ServerCredentialsFor(config.tls);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<ExposureFilterServer> s(new ExposureFilterServer(config));
+  // Refused handshakes are seen only in gRPC's own log: route it before the
+  // port listens.
+  if (config.tls.enabled()) RouteGrpcLogs(s->handshake_failures_.get());
   // Authorization and audit: a bad policy, or a policy without
   // mutual TLS, is a startup error before any state.
   s->audit_ =
@@ -321,6 +324,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
 
 ExposureFilterServer::~ExposureFilterServer() {
   Shutdown();
+  StopRoutingHandshakeFailures(handshake_failures_.get());
   // Start() may have failed before Shutdown had anything to stop.
   if (!stopping_.HasBeenNotified()) stopping_.Notify();
   if (sweeper_.joinable()) sweeper_.join();

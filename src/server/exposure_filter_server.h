@@ -30,6 +30,7 @@
 #include "src/server/security/admin_audit.h"
 #include "src/server/security/authorization_metrics.h"
 #include "src/server/security/rpc_authorizer.h"
+#include "src/server/security/tls_handshake_failures.h"
 #include "src/server/serving_readiness.h"
 #include "src/server/session_hub.h"
 #include "src/server/user_ownership_gate.h"
@@ -70,7 +71,8 @@ class ExposureFilterServer {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
     return {grpc_metrics_,          metrics_,   process_metrics_,
             durability_metrics_,    admission_, kafka_metrics_,
-            authorization_metrics_, readiness_, session_hub_};
+            authorization_metrics_, readiness_, session_hub_,
+            handshake_failures_};
   }
   // Traced users' exact exposures; Export/Import for durability.
   TraceLog& trace_log() { return *trace_log_; }
@@ -141,6 +143,10 @@ class ExposureFilterServer {
   std::unique_ptr<AdminAudit> audit_;
   std::shared_ptr<AuthorizationMetrics> authorization_metrics_;
   std::shared_ptr<RpcAuthorizer> authorizer_;
+  // Refused TLS handshakes, from gRPC's log (tls_handshake_failures.h);
+  // all zero on a plaintext port.
+  std::shared_ptr<TlsHandshakeFailures> handshake_failures_ =
+      std::make_shared<TlsHandshakeFailures>();
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Notification stopping_;

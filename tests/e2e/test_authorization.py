@@ -6,8 +6,11 @@ Every certificate is generated at test time with Debian's openssl: a test
 CA; a server certificate for 127.0.0.1; three client certificates from that
 CA, one per role, each identified differently (a SPIFFE URI SAN, a DNS SAN,
 a subject CN); a "stranger" from the same CA whom the policy grants nothing;
-and a second CA with a client certificate carrying the admin's very CN,
-which must be refused at the handshake.
+"impostors" from the same CA whose names are spelled like a granted name
+but typed differently (an e-mail and a URI SAN spelled as the writer's DNS
+name, a DNS SAN spelled as the reader's SPIFFE ID); and a second CA with a
+client certificate carrying the admin's very CN, which must be refused at
+the handshake.
 
 Run by ctest as e2e_python_authorization. By hand (from tests/e2e/):
   EF_E2E_SERVER=../../build/src/server/exposure-filter-server \\
@@ -45,8 +48,8 @@ ADMIN_CN = "oncall-admin"
 
 POLICY = """\
 # exposure-filter authorization policy (test)
-read   san:%s
-write  san:%s
+read   uri:%s
+write  dns:%s
 admin  cn:%s
 """ % (READER_URI, WRITER_DNS, ADMIN_CN)
 
@@ -80,6 +83,13 @@ class Pki:
         self._leaf("admin", "ca", "clientAuth", cn=ADMIN_CN)
         self._leaf("stranger", "ca", "clientAuth", "DNS:stranger.example.test",
                    cn="stranger")
+        # A granted name under another subjectAltName type grants nothing.
+        self._leaf("email-as-writer", "ca", "clientAuth", "email:" + WRITER_DNS,
+                   cn="impostor")
+        self._leaf("uri-as-writer", "ca", "clientAuth", "URI:" + WRITER_DNS,
+                   cn="impostor")
+        self._leaf("dns-as-reader", "ca", "clientAuth", "DNS:" + READER_URI,
+                   cn="impostor")
         # The admin's name, signed by a CA the server does not trust.
         self._leaf("foreign-admin", "foreign-ca", "clientAuth", cn=ADMIN_CN)
         self.write("policy", POLICY)
@@ -244,7 +254,7 @@ class RoleTest(AuthorizationServerTest):
         details = caught.exception.details()
         self.assertEqual(details,
                          'DeleteUser needs role "admin"; the client '
-                         'certificate (san:%s) is not granted it' % WRITER_DNS)
+                         'certificate (dns:%s) is not granted it' % WRITER_DNS)
 
     def test_identity_the_policy_does_not_name_may_call_nothing(self):
         for rpc in sorted(ROLE_OF):
@@ -254,6 +264,23 @@ class RoleTest(AuthorizationServerTest):
                               **self.request_fields(rpc, "u-stranger"))
                 self.assertEqual(caught.exception.code(),
                                  grpc.StatusCode.PERMISSION_DENIED)
+
+    def test_names_typed_differently_from_the_grant_are_denied(self):
+        # Each impostor's name is spelled exactly as a granted one; only
+        # its subjectAltName type differs.
+        for identity, rpc, own in (
+                ("email-as-writer", "RecordExposure", "email:" + WRITER_DNS),
+                ("uri-as-writer", "RecordExposure", "uri:" + WRITER_DNS),
+                ("dns-as-reader", "FilterRecalled", "dns:" + READER_URI)):
+            with self.subTest(identity=identity):
+                with self.assertRaises(grpc.RpcError) as caught:
+                    self.call(identity, rpc,
+                              **self.request_fields(rpc, "u-impostor"))
+                e = caught.exception
+                self.assertEqual(e.code(), grpc.StatusCode.PERMISSION_DENIED,
+                                 e.details())
+                self.assertIn("the client certificate (%s)" % own,
+                              e.details())
 
     def test_health_and_reflection_stay_open(self):
         with self.server.channel(self.pki.credentials("stranger")) as channel:
@@ -324,7 +351,7 @@ class AuditTest(AuthorizationServerTest):
                  if "PERMISSION_DENIED" in l]
         self.assertEqual(len(lines), 1, self.server.log())
         self.assertIn(
-            'rpc=ListTracedUsers identity="san:%s" peer=- surface=- users=- '
+            'rpc=ListTracedUsers identity="uri:%s" peer=- surface=- users=- '
             'outcome=PERMISSION_DENIED detail=' % READER_URI, lines[0])
 
     def test_failed_admin_call_is_audited_with_its_code(self):
@@ -467,7 +494,7 @@ class AuthorizationStartupErrorTest(unittest.TestCase):
 
     def test_bad_policy_line_is_named(self):
         bad = self.pki.write("bad-policy",
-                             "# ops\nread san:a.example\nadmn cn:ops\n")
+                             "# ops\nread dns:a.example\nadmn cn:ops\n")
         self.assertStartupFails(
             self.pki.mtls_flags() + ["--authz_policy=" + bad],
             '--authz_policy=%s line 3: unknown role "admn" '
@@ -478,7 +505,17 @@ class AuthorizationStartupErrorTest(unittest.TestCase):
         self.assertStartupFails(
             self.pki.mtls_flags() + ["--authz_policy=" + bad],
             "--authz_policy=%s line 1: identity \"logger.example\" must be "
-            "san:<subjectAltName> or cn:<common name>" % bad)
+            "dns:<name>, uri:<uri>, email:<address>, ip:<address> or "
+            "cn:<common name>" % bad)
+
+    def test_untyped_san_is_refused_naming_the_typed_form(self):
+        bad = self.pki.write("untyped-san", "read cn:ops\nwrite san:%s\n"
+                             % WRITER_DNS)
+        self.assertStartupFails(
+            self.pki.mtls_flags() + ["--authz_policy=" + bad],
+            '--authz_policy=%s line 2: identity "san:%s" does not say which '
+            'subjectAltName type it is; write "dns:%s"'
+            % (bad, WRITER_DNS, WRITER_DNS))
 
     def test_missing_policy_file(self):
         missing = self.pki.path("missing-policy")

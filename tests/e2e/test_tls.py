@@ -21,6 +21,7 @@ import shutil  # pylint: disable=wrong-import-position
 import subprocess
 import tempfile
 import unittest
+import urllib.request
 
 import grpc
 
@@ -103,6 +104,18 @@ def health_check(channel):
                                 request_serializer=lambda b: b,
                                 response_deserializer=lambda b: b)
     return check(b"", timeout=RPC_TIMEOUT_S)
+
+
+def handshake_failures(admin_port, reason):
+    """exposure_filter_tls_handshake_failures_total{reason} from /metrics."""
+    url = "http://127.0.0.1:%d/metrics" % admin_port
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    want = 'exposure_filter_tls_handshake_failures_total{reason="%s"} ' % reason
+    for line in text.splitlines():
+        if line.startswith(want):
+            return float(line[len(want):])
+    raise AssertionError("no %s in /metrics:\n%s" % (want, text))
 
 
 class TlsTestCase(unittest.TestCase):
@@ -201,6 +214,53 @@ class MutualTlsServerTest(TlsTestCase):
 
     def test_startup_log_names_the_mode(self):
         self.assertIn("tls=mtls", self.server.log())
+
+
+class RefusedHandshakeTest(TlsTestCase):
+    """Refused handshakes are counted by reason on /metrics and logged.
+    gRPC's client may try a refused connection more than once before the
+    call fails, hence "at least one more"; a reason no client caused must
+    not move at all."""
+    SERVER_FLAGS = MutualTlsServerTest.SERVER_FLAGS
+    SERVER_CREDENTIALS = MutualTlsServerTest.SERVER_CREDENTIALS
+    REASONS = ("no_client_certificate", "certificate_rejected", "not_tls",
+               "client_alert", "protocol_mismatch", "other")
+
+    def counts(self):
+        return {r: handshake_failures(self.server.admin_port, r)
+                for r in self.REASONS}
+
+    def assertOnlyMoved(self, before, reason):
+        after = self.counts()
+        for r in self.REASONS:
+            if r == reason:
+                self.assertGreaterEqual(after[r], before[r] + 1, after)
+            else:
+                self.assertEqual(after[r], before[r], (r, after))
+
+    def test_certificate_from_another_ca_is_counted_and_logged(self):
+        before = self.counts()
+        self.assertRefused(self.pki.credentials(client="rogue-client"))
+        self.assertOnlyMoved(before, "certificate_rejected")
+        self.assertIn(
+            "event=tls_handshake_refused reason=certificate_rejected "
+            'error="SSL_ERROR_SSL: error:0A000086:SSL routines::certificate '
+            'verify failed"', self.server.log())
+
+    def test_missing_client_certificate_is_counted(self):
+        before = self.counts()
+        self.assertRefused(self.pki.credentials())
+        self.assertOnlyMoved(before, "no_client_certificate")
+
+    def test_plaintext_client_is_counted(self):
+        before = self.counts()
+        self.assertRefused(plaintext=True)
+        self.assertOnlyMoved(before, "not_tls")
+
+    def test_served_client_moves_no_counter(self):
+        before = self.counts()
+        self.assertServing(self.pki.credentials(client="client"))
+        self.assertEqual(self.counts(), before)
 
 
 class OptionalClientCertificateTest(TlsTestCase):

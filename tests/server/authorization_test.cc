@@ -38,14 +38,14 @@ using ::testing::Not;
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
 constexpr char kPolicy[] = R"(# test policy
-read        san:spiffe://example.org/ns/recall/sa/recall-server
-write       san:logger.example
+read        uri:spiffe://example.org/ns/recall/sa/recall-server
+write       dns:logger.example
 
 read,admin  cn:oncall
   # indented comment, blank lines
 
-read        san:both.example
-write       san:both.example
+read        dns:both.example
+write       dns:both.example
 )";
 
 AuthorizationPolicy TestPolicy() {
@@ -61,7 +61,7 @@ TEST(AuthorizationPolicyTest, GrantsEachIdentityItsRoles) {
   const AuthorizationPolicy p = TestPolicy();
   EXPECT_EQ(p.identities(), 4u);
   const std::vector<std::string> reader = {
-      "san:spiffe://example.org/ns/recall/sa/recall-server"};
+      "uri:spiffe://example.org/ns/recall/sa/recall-server"};
   EXPECT_NE(p.Grantee(reader, Role::kRead), nullptr);
   EXPECT_EQ(p.Grantee(reader, Role::kWrite), nullptr);
   EXPECT_EQ(p.Grantee(reader, Role::kAdmin), nullptr);
@@ -73,7 +73,7 @@ TEST(AuthorizationPolicyTest, GrantsEachIdentityItsRoles) {
 
 TEST(AuthorizationPolicyTest, LinesForOneIdentityAddUp) {
   const AuthorizationPolicy p = TestPolicy();
-  const std::vector<std::string> both = {"san:both.example"};
+  const std::vector<std::string> both = {"dns:both.example"};
   EXPECT_NE(p.Grantee(both, Role::kRead), nullptr);
   EXPECT_NE(p.Grantee(both, Role::kWrite), nullptr);
   EXPECT_EQ(p.Grantee(both, Role::kAdmin), nullptr);
@@ -81,11 +81,11 @@ TEST(AuthorizationPolicyTest, LinesForOneIdentityAddUp) {
 
 TEST(AuthorizationPolicyTest, GranteeIsTheIdentityThatHoldsTheRole) {
   const AuthorizationPolicy p = TestPolicy();
-  const std::vector<std::string> ids = {"san:pod.example", "san:logger.example",
+  const std::vector<std::string> ids = {"dns:pod.example", "dns:logger.example",
                                         "cn:logger"};
   const std::string* grantee = p.Grantee(ids, Role::kWrite);
   ASSERT_NE(grantee, nullptr);
-  EXPECT_EQ(*grantee, "san:logger.example");
+  EXPECT_EQ(*grantee, "dns:logger.example");
 }
 
 TEST(AuthorizationPolicyTest, SanAndCnAreDistinct) {
@@ -93,12 +93,12 @@ TEST(AuthorizationPolicyTest, SanAndCnAreDistinct) {
   // nothing from it.
   const AuthorizationPolicy p = TestPolicy();
   EXPECT_EQ(p.Grantee({"cn:logger.example"}, Role::kWrite), nullptr);
-  EXPECT_EQ(p.Grantee({"san:oncall"}, Role::kAdmin), nullptr);
+  EXPECT_EQ(p.Grantee({"dns:oncall"}, Role::kAdmin), nullptr);
 }
 
 TEST(AuthorizationPolicyTest, UnknownRoleNamesTheLine) {
   const absl::Status s =
-      AuthorizationPolicy::Parse("read san:a\n\n# c\nreed san:b\n", "--p=f")
+      AuthorizationPolicy::Parse("read dns:a\n\n# c\nreed dns:b\n", "--p=f")
           .status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(s), HasSubstr("--p=f line 4: unknown role \"reed\""));
@@ -106,23 +106,26 @@ TEST(AuthorizationPolicyTest, UnknownRoleNamesTheLine) {
 
 TEST(AuthorizationPolicyTest, ThirdFieldNamesTheLine) {
   const absl::Status s =
-      AuthorizationPolicy::Parse("read san:a extra\n", "f").status();
+      AuthorizationPolicy::Parse("read dns:a extra\n", "f").status();
   EXPECT_THAT(Message(s), HasSubstr("f line 1: expected"));
   EXPECT_THAT(Message(s), HasSubstr("got 3 fields"));
 }
 
 TEST(AuthorizationPolicyTest, MissingIdentityNamesTheLine) {
   const absl::Status s =
-      AuthorizationPolicy::Parse("read san:a\nadmin\n", "f").status();
+      AuthorizationPolicy::Parse("read dns:a\nadmin\n", "f").status();
   EXPECT_THAT(Message(s), HasSubstr("f line 2: expected"));
 }
 
 TEST(AuthorizationPolicyTest, IdentityWithoutKindNamesTheLine) {
   for (const char* bad :
-       {"read reader.example\n", "read san:\n", "read dns:reader.example\n"}) {
+       {"read reader.example\n", "read san:\n", "read dns:\n",
+        "read spiffe://example.org/x\n", "read DNS:reader.example\n"}) {
     const absl::Status s = AuthorizationPolicy::Parse(bad, "f").status();
     EXPECT_THAT(Message(s), HasSubstr("f line 1: identity"));
-    EXPECT_THAT(Message(s), HasSubstr("san:<subjectAltName> or cn:"));
+    EXPECT_THAT(Message(s), HasSubstr("must be dns:<name>, uri:<uri>, "
+                                      "email:<address>, ip:<address> or "
+                                      "cn:<common name>"));
   }
 }
 
@@ -247,8 +250,8 @@ class RpcAuthorizerTest : public ::testing::Test {
 
 TEST_F(RpcAuthorizerTest, EachIdentityMayCallExactlyItsRpcs) {
   const std::vector<std::string> reader = {
-      "san:spiffe://example.org/ns/recall/sa/recall-server"};
-  const std::vector<std::string> writer = {"san:logger.example"};
+      "uri:spiffe://example.org/ns/recall/sa/recall-server"};
+  const std::vector<std::string> writer = {"dns:logger.example"};
   const std::vector<std::string> admin = {"cn:oncall"};
   const char* kReads[] = {"FilterRecalled", "GetFilter", "GetUserStats",
                           "Explain"};
@@ -270,10 +273,10 @@ TEST_F(RpcAuthorizerTest, EachIdentityMayCallExactlyItsRpcs) {
 }
 
 TEST_F(RpcAuthorizerTest, DenialNamesTheRpcAndRoleButNoGrantee) {
-  const grpc::Status s = Call("DeleteUser", {"san:logger.example"});
+  const grpc::Status s = Call("DeleteUser", {"dns:logger.example"});
   EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(s.error_message(), HasSubstr("DeleteUser needs role \"admin\""));
-  EXPECT_THAT(s.error_message(), HasSubstr("san:logger.example"));
+  EXPECT_THAT(s.error_message(), HasSubstr("dns:logger.example"));
   EXPECT_THAT(s.error_message(), Not(HasSubstr("oncall")));
   EXPECT_THAT(s.error_message(), Not(HasSubstr("spiffe")));
 }
@@ -308,10 +311,10 @@ TEST_F(RpcAuthorizerTest, DenialsAreCountedByRpc) {
       AccessFor("/exposure.v1.ExposureFilter/DeleteUser").index;
   const size_t record =
       AccessFor("/exposure.v1.ExposureFilter/RecordExposure").index;
-  Call("DeleteUser", {"san:logger.example"});
+  Call("DeleteUser", {"dns:logger.example"});
   Call("DeleteUser", {});
   Call("RecordExposure", {"cn:oncall"});
-  Call("RecordExposure", {"san:logger.example"});  // allowed: not counted
+  Call("RecordExposure", {"dns:logger.example"});  // allowed: not counted
   authorizer_.Authorize("/x.Y/Z", {});
   EXPECT_EQ(metrics_.denied(delete_user), 2u);
   EXPECT_EQ(metrics_.denied(record), 1u);
@@ -390,7 +393,7 @@ TEST_F(AuthorizerCreateTest, PolicyWithoutMutualTlsIsRefused) {
 
 TEST_F(AuthorizerCreateTest, BadPolicyFailsNamingTheLine) {
   AuthorizationOptions options;
-  options.policy_file = Write("policy", "read san:a\nadmin: cn:ops\n");
+  options.policy_file = Write("policy", "read dns:a\nadmin: cn:ops\n");
   const absl::Status s =
       RpcAuthorizer::Create(options, Mtls(), &metrics_, &audit_).status();
   EXPECT_THAT(Message(s), HasSubstr("--authz_policy=" + options.policy_file +
@@ -411,14 +414,14 @@ TEST_F(AuthorizerCreateTest, GoodPolicyWithMutualTlsLoads) {
 TEST(AdminAuditTest, LineHasEveryFieldInOrder) {
   AdminAuditRecord r;
   r.rpc = "DeleteUser";
-  r.identity = "san:spiffe://example.org/ops";
+  r.identity = "uri:spiffe://example.org/ops";
   r.peer = "ipv4:10.0.0.7:51234";
   r.has_surface = true;
   r.surface = "homefeed";
   r.users = {"u42"};
   EXPECT_EQ(AdminAudit(false).Format(r),
             "event=audit rpc=DeleteUser "
-            "identity=\"san:spiffe://example.org/ops\" "
+            "identity=\"uri:spiffe://example.org/ops\" "
             "peer=\"ipv4:10.0.0.7:51234\" surface=\"homefeed\" users=\"u42\" "
             "outcome=OK");
 }
@@ -482,9 +485,9 @@ TEST(AdminAuditTest, HashedUserIdsAreHashedInTheDetailOfEveryAuditedRpc) {
 // --- identities -------------------------------------------------------------
 
 TEST(CallerIdentityTest, LoggedIdentityPrefersTheGrantee) {
-  const std::vector<std::string> ids = {"san:a", "san:b", "cn:c"};
-  EXPECT_EQ(LoggedIdentity(ids, &ids[1]), "san:b");
-  EXPECT_EQ(LoggedIdentity(ids, nullptr), "san:a");
+  const std::vector<std::string> ids = {"dns:a", "dns:b", "cn:c"};
+  EXPECT_EQ(LoggedIdentity(ids, &ids[1]), "dns:b");
+  EXPECT_EQ(LoggedIdentity(ids, nullptr), "dns:a");
   EXPECT_EQ(LoggedIdentity({}, nullptr), "-");
 }
 

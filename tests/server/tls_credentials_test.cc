@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/server/config/server_flags.h"
+#include "tests/server/test_certificates.h"
 
 ABSL_DECLARE_FLAG(std::string, tls_cert);
 ABSL_DECLARE_FLAG(std::string, tls_key);
@@ -52,29 +53,15 @@ struct TlsFiles {
 const TlsFiles& Files() {
   static const TlsFiles* const files = [] {
     auto* f = new TlsFiles;
-    char tmpl[] = "/tmp/ef_tls_test_XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      f->error = absl::StrCat("mkdtemp: ", std::strerror(errno));
-      return f;
-    }
-    f->dir = tmpl;
-    // Removed when the process exits (not per suite: --gtest_repeat runs
-    // the suite again on the same files).
-    std::atexit([] {
-      const std::string cmd = absl::StrCat("rm -rf ", Files().dir);
-      (void)std::system(cmd.c_str());
-    });
     for (const char* name : {"a", "b"}) {
-      const std::string path = absl::StrCat(f->dir, "/", name);
-      const std::string cmd = absl::StrCat(
-          "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-          "-nodes -days 2 -subj /CN=",
-          name, " -keyout ", path, ".key -out ", path, ".pem 2>/dev/null");
-      if (std::system(cmd.c_str()) != 0) {
-        f->error = absl::StrCat("failed: ", cmd);
+      absl::StatusOr<std::string> pem =
+          MakeSelfSignedCertificate(name, absl::StrCat("/CN=", name));
+      if (!pem.ok()) {
+        f->error = std::string(pem.status().message());
         return f;
       }
     }
+    f->dir = *TestCertificateDir();
     std::ofstream(absl::StrCat(f->dir, "/garbage.pem")) << "not a PEM file\n";
     return f;
   }();

@@ -145,7 +145,8 @@ ABSL_FLAG(bool, tls_require_client_cert, true,
 // --- Authorization by client identity, audit of admin RPCs ------------------
 ABSL_FLAG(std::string, authz_policy, "",
           "file granting roles (read, write, admin) to client certificate "
-          "identities, one \"<role>[,<role>] san:<name>|cn:<name>\" per line; "
+          "identities, one \"<role>[,<role>] <kind>:<name>\" per line, kind "
+          "dns, uri, email, ip or cn; "
           "each RPC then needs its role (docs/operations.md#authorization). "
           "Needs mutual TLS (--tls_client_ca). Empty: every client may call "
           "every RPC");

@@ -2,7 +2,7 @@
 // rpc_roles.h gives role admin: DeleteUser, Add/Remove/ListTracedUsers,
 // GetServerStats), allowed or denied, whether or not authorization is on:
 //
-//   event=audit rpc=DeleteUser identity="san:spiffe://example.org/ops"
+//   event=audit rpc=DeleteUser identity="uri:spiffe://example.org/ops"
 //     peer="ipv4:10.0.0.7:51234" surface="homefeed" users="u42" outcome=OK
 //
 // Fields, always in this order: rpc; identity (the certificate identity

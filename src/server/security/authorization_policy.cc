@@ -1,5 +1,8 @@
 #include "src/server/security/authorization_policy.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -19,13 +22,74 @@ constexpr const char* kRoleNames[kNumRoles] = {"read", "write", "admin"};
 
 uint8_t Bit(int role) { return static_cast<uint8_t>(1u << role); }
 
-bool ValidIdentity(absl::string_view identity) {
-  for (absl::string_view prefix : {"san:", "cn:"}) {
-    if (absl::StartsWith(identity, prefix) && identity.size() > prefix.size()) {
-      return true;
-    }
+// The subjectAltName type an untyped "san:" value most likely meant, for
+// the message that refuses it: a URI has a scheme, an e-mail address an
+// '@', an IP address parses as one; anything else is a DNS name.
+absl::string_view LikelySanKind(absl::string_view value) {
+  if (absl::StrContains(value, "://")) return "uri";
+  if (absl::StrContains(value, '@')) return "email";
+  unsigned char addr[sizeof(struct in6_addr)];
+  const std::string text(value);
+  if (inet_pton(AF_INET, text.c_str(), addr) == 1 ||
+      inet_pton(AF_INET6, text.c_str(), addr) == 1) {
+    return "ip";
   }
-  return false;
+  return "dns";
+}
+
+// `identity` in the form caller_identity.h reads from certificates, so a
+// grant is one hash lookup: DNS names in ASCII lowercase, IP addresses as
+// inet_ntop writes them ("10.0.0.7", "2001:db8::1"); URIs, e-mail
+// addresses and common names byte for byte. An error says what is wrong
+// with it, without the line (the caller adds that).
+absl::StatusOr<std::string> CanonicalIdentity(absl::string_view identity) {
+  const size_t colon = identity.find(':');
+  const absl::string_view kind = identity.substr(0, colon);
+  const absl::string_view value = colon == absl::string_view::npos
+                                      ? absl::string_view()
+                                      : identity.substr(colon + 1);
+  if (kind == "san" && colon != absl::string_view::npos && !value.empty()) {
+    // "san:" matched any subjectAltName type, so a certificate whose CA let
+    // its requester choose an e-mail or URI name could claim a DNS name's
+    // roles. Which type was meant is the operator's to say, not a guess.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "identity \"", absl::CHexEscape(identity),
+        "\" does not say which subjectAltName type it is; write \"",
+        LikelySanKind(value), ":", absl::CHexEscape(value),
+        "\" (dns:, uri:, email: or ip:)"));
+  }
+  const bool known = kind == "dns" || kind == "uri" || kind == "email" ||
+                     kind == "ip" || kind == "cn";
+  if (colon == absl::string_view::npos || !known || value.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "identity \"", absl::CHexEscape(identity),
+        "\" must be dns:<name>, uri:<uri>, email:<address>, ip:<address> "
+        "or cn:<common name>"));
+  }
+  if (kind == "dns") {
+    // No wildcard matching: "*.example.test" would match only a
+    // certificate carrying that very SAN, which is not what the line says.
+    if (absl::StrContains(value, '*')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("identity \"", absl::CHexEscape(identity),
+                       "\": wildcards are not supported, name each DNS name"));
+    }
+    return absl::StrCat("dns:", absl::AsciiStrToLower(value));
+  }
+  if (kind == "ip") {
+    const std::string text(value);
+    unsigned char addr[sizeof(struct in6_addr)];
+    const int family = absl::StrContains(value, ':') ? AF_INET6 : AF_INET;
+    char canonical[INET6_ADDRSTRLEN];
+    if (inet_pton(family, text.c_str(), addr) != 1 ||
+        inet_ntop(family, addr, canonical, sizeof(canonical)) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("identity \"", absl::CHexEscape(identity),
+                       "\": not an IPv4 or IPv6 address"));
+    }
+    return absl::StrCat("ip:", canonical);
+  }
+  return std::string(identity);
 }
 
 }  // namespace
@@ -77,11 +141,9 @@ absl::StatusOr<AuthorizationPolicy> AuthorizationPolicy::Parse(
       }
       bits |= Bit(role);
     }
-    if (!ValidIdentity(fields[1])) {
-      return error("identity \"", absl::CHexEscape(fields[1]),
-                   "\" must be san:<subjectAltName> or cn:<common name>");
-    }
-    policy.roles_[fields[1]] |= bits;
+    absl::StatusOr<std::string> identity = CanonicalIdentity(fields[1]);
+    if (!identity.ok()) return error(identity.status().message());
+    policy.roles_[*std::move(identity)] |= bits;
   }
   if (policy.roles_.empty()) {
     // An empty or all-comment file denies everything: far more likely a

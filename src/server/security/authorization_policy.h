@@ -5,15 +5,23 @@
 //   <role>[,<role>...]  <identity>
 //
 // roles: read, write, admin (rpc_roles.h says which RPCs each allows; no
-// role implies another). identity: the client certificate's
-//   san:<value>  a subjectAltName, as gRPC reports it: a DNS name, a URI
-//                (e.g. a SPIFFE ID spiffe://example.org/ns/x/sa/y), an
-//                e-mail address or an IP address
-//   cn:<value>   the subject common name (only spaces-free names)
+// role implies another). identity: a name the client certificate proves,
+// typed, because a CA that lets a requester choose one kind of name must
+// not thereby grant another kind's roles:
+//   dns:<name>     a DNS subjectAltName, compared in ASCII lowercase, no
+//                  wildcards
+//   uri:<uri>      a URI subjectAltName, e.g. a SPIFFE ID
+//                  uri:spiffe://example.org/ns/x/sa/y
+//   email:<addr>   an e-mail (rfc822Name) subjectAltName
+//   ip:<addr>      an IP address subjectAltName, IPv4 or IPv6, any spelling
+//                  inet_pton reads ("ip:2001:db8:0::1" is "ip:2001:db8::1")
+//   cn:<name>      the subject common name (only spaces-free names)
 // An identity on several lines holds the union of their roles; a caller
 // whose certificate carries several identities holds the union of theirs.
-// Anything else (a third field, an unknown role, an identity without
-// san:/cn:, a file that grants nothing) is an error naming the line.
+// Anything else is an error naming the line: a third field, an unknown
+// role, an identity of another kind, including the untyped "san:<value>"
+// (the message names the typed form to write instead), a DNS wildcard, an
+// unparsable IP address, a file that grants nothing.
 #ifndef EXPOSURE_FILTER_SRC_SERVER_SECURITY_AUTHORIZATION_POLICY_H_
 #define EXPOSURE_FILTER_SRC_SERVER_SECURITY_AUTHORIZATION_POLICY_H_
 
@@ -43,8 +51,9 @@ class AuthorizationPolicy {
   // Reads and parses the file; errors name the flag and the path.
   static absl::StatusOr<AuthorizationPolicy> Load(const std::string& path);
 
-  // The first of `identities` ("san:..."/"cn:...", caller_identity.h) that
-  // holds `role`, or nullptr when none does.
+  // The first of `identities` (typed and canonical, as caller_identity.h
+  // reads them from a certificate) that holds `role`, or nullptr when none
+  // does.
   const std::string* Grantee(absl::Span<const std::string> identities,
                              Role role) const;
 

@@ -87,9 +87,10 @@ grpc::Status RpcAuthorizer::Process(const InputMetadata& auth_metadata,
   }
   // Probes and reflection skip reading the certificate.
   if (AccessFor(path).open) return grpc::Status::OK;
-  std::vector<std::string> identities;
-  if (context != nullptr) identities = CallerIdentities(*context);
-  return Authorize(path, identities);
+  if (context == nullptr) return Authorize(path, {});
+  const std::shared_ptr<const std::vector<std::string>> identities =
+      identities_.Get(*context);
+  return Authorize(path, *identities);
 }
 
 void LogAuthorizationMode(const AuthorizationOptions& options,

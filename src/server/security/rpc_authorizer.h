@@ -26,6 +26,7 @@
 #include "src/server/security/admin_audit.h"
 #include "src/server/security/authorization_metrics.h"
 #include "src/server/security/authorization_policy.h"
+#include "src/server/security/caller_identity.h"
 
 namespace exposure_filter {
 
@@ -59,6 +60,7 @@ class RpcAuthorizer final : public grpc::AuthMetadataProcessor {
 
  private:
   const AuthorizationPolicy policy_;
+  CallerIdentityCache identities_;
   AuthorizationMetrics* const metrics_;
   const AdminAudit* const audit_;
   // A client with the wrong certificate retries at full speed: one warning
