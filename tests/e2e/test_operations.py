@@ -561,9 +561,6 @@ class DrainOnSigtermTest(unittest.TestCase):
         # Not a verdict: the figure for the record (drain + exit).
         print("SIGTERM to exit: %.2f s" % (exited_at - signalled_at))
         self.assertEqual(code, 0, log)
-        # Health answered NOT_SERVING (not an error: the port was open).
-        self.assertIn("NOT_SERVING", seen, (seen, log))
-        not_serving_at = seen["NOT_SERVING"]
         failed = [(c, d) for c, d, _ in outcomes if c != grpc.StatusCode.OK]
         # The planned restart cancelled nothing; a client that kept calling
         # past the drain would see UNAVAILABLE, nothing else.
@@ -571,6 +568,9 @@ class DrainOnSigtermTest(unittest.TestCase):
                          failed[:5])
         self.assertEqual([f for f in failed
                           if f[0] != grpc.StatusCode.UNAVAILABLE], [])
+        # Health answered NOT_SERVING (not an error: the port was open).
+        self.assertIn("NOT_SERVING", seen, (seen, log))
+        not_serving_at = seen["NOT_SERVING"]
         # Calls that raced the flip were answered: some ended OK after a
         # health check had seen NOT_SERVING.
         self.assertTrue(any(c == grpc.StatusCode.OK and t > not_serving_at
