@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "exposure_filter/partitioning.h"
@@ -26,6 +27,26 @@ constexpr int kPollMs = 50;
 absl::Status SetConf(RdKafka::Conf* conf, const std::string& name,
                      const std::string& value) {
   return SetKafkaConf(conf, "kafka producer config", name, value);
+}
+
+// librdkafka's worst-case framing of one v2 record
+// (RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD), which it adds to the key, value and
+// headers before comparing with message.max.bytes: length (varint of an
+// int32, up to 5 bytes) + attributes (1) + timestamp delta (varint int64,
+// 10) + offset delta (5) + key length (5) + value length (5) + header count
+// (5).
+constexpr size_t kRecordFramingBytes = 5 + 1 + 10 + 5 + 5 + 5 + 5;
+
+// Bytes of Kafka's zigzag varint of n >= 0 (a header's name and value
+// lengths).
+size_t VarintBytes(size_t n) {
+  uint64_t zigzag = static_cast<uint64_t>(n) << 1;
+  size_t bytes = 1;
+  while (zigzag >= 0x80) {
+    zigzag >>= 7;
+    ++bytes;
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -100,6 +121,13 @@ absl::StatusOr<std::unique_ptr<ExposureLogProducer>> ExposureLogProducer::Start(
     if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
   }
   std::string err;
+  std::string max_bytes;
+  if (conf->get("message.max.bytes", max_bytes) != RdKafka::Conf::CONF_OK ||
+      !absl::SimpleAtoi(max_bytes, &p->max_message_bytes_) ||
+      p->max_message_bytes_ <= 0) {
+    return absl::InternalError(absl::StrCat(
+        "kafka producer: cannot read message.max.bytes (\"", max_bytes, "\")"));
+  }
   conf->set("event_cb", &KafkaEventLogger(), err);
   if (conf->set("dr_cb", p->reports_.get(), err) != RdKafka::Conf::CONF_OK) {
     return absl::InternalError(absl::StrCat("kafka producer dr_cb: ", err));
@@ -146,6 +174,33 @@ ExposureLogProducer::~ExposureLogProducer() { Close(); }
 
 void ExposureLogProducer::PollLoop() {
   while (!closing_.load()) producer_->poll(kPollMs);
+}
+
+size_t ExposureLogProducer::RecordBytes(const LogMessage& message) {
+  size_t bytes =
+      kRecordFramingBytes + message.key.size() + message.value.size();
+  if (!message.op.empty()) {
+    const size_t name = sizeof(kLogOpHeader) - 1;
+    bytes += VarintBytes(name) + name + VarintBytes(message.op.size()) +
+             message.op.size();
+  }
+  return bytes;
+}
+
+absl::Status ExposureLogProducer::CheckRecordSizes(
+    const std::vector<LogMessage>& messages) const {
+  for (const LogMessage& m : messages) {
+    const size_t bytes = RecordBytes(m);
+    if (bytes <= static_cast<size_t>(max_message_bytes_)) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        m.what, ": its Kafka record would be ", bytes,
+        " bytes, more than the exposure log producer's message.max.bytes=",
+        max_message_bytes_,
+        "; nothing of this call was written; send these exposures in "
+        "smaller calls (or raise message.max.bytes with --kafka_config, "
+        "within the topic's max.message.bytes)"));
+  }
+  return absl::OkStatus();
 }
 
 void ExposureLogProducer::Produce(std::vector<LogMessage> messages, Done done) {

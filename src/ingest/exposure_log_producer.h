@@ -14,7 +14,10 @@
 //     (include/exposure_filter/partitioning.h, also librdkafka's
 //     murmur2_random), i.e. the partition whose owners serve the user;
 //   - message.timeout.ms = the produce timeout: a message not acknowledged
-//     by then is reported failed, never silently dropped.
+//     by then is reported failed, never silently dropped;
+//   - message.max.bytes (librdkafka's 1,000,000 unless --kafka_config sets
+//     it) bounds one record: CheckRecordSizes refuses a call with a bigger
+//     one before any of its messages is enqueued, so none is half-written.
 //
 // Produce() never blocks: it enqueues and returns; the caller's callback
 // runs once, on this producer's delivery thread, when every message of the
@@ -96,6 +99,16 @@ class ExposureLogProducer {
   // Close()s.
   ~ExposureLogProducer();
 
+  // InvalidArgument naming the first of `messages` (its LogMessage::what)
+  // whose record is larger than message.max.bytes, with both sizes; OK when
+  // every one fits. librdkafka would refuse such a record at enqueue, after
+  // the call's earlier messages were enqueued: callers check first.
+  absl::Status CheckRecordSizes(const std::vector<LogMessage>& messages) const;
+  // The size librdkafka charges a record against message.max.bytes: key,
+  // value and headers plus the record's largest framing.
+  static size_t RecordBytes(const LogMessage& message);
+  int64_t max_message_bytes() const { return max_message_bytes_; }
+
   // Enqueues `messages`; `done` gets the ones not acknowledged (empty: all
   // are in Kafka with acks=all) and the offsets of the acknowledged ones. After
   // Close, every message fails.
@@ -125,6 +138,8 @@ class ExposureLogProducer {
 
   const ExposureLogProducerOptions options_;
   int32_t partition_count_ = 0;
+  // message.max.bytes as configured (read back from librdkafka).
+  int64_t max_message_bytes_ = 0;
   std::unique_ptr<DeliveryReports> reports_;
   std::unique_ptr<RdKafka::Producer> producer_;
   std::atomic<bool> closing_{false};

@@ -73,6 +73,12 @@ void ExposureFilterHandlers::ProduceAndAnswer(const ExposureLog& log,
                                               std::vector<LogMessage> messages,
                                               OnWritten on_success,
                                               WriteDone done) {
+  // All or nothing: a record librdkafka would refuse fails the whole call
+  // here, before the call's other messages are in the log.
+  if (absl::Status s = log.producer->CheckRecordSizes(messages); !s.ok()) {
+    return std::move(done)(
+        absl::Status(s.code(), absl::StrCat(rpc, ": ", s.message())));
+  }
   std::vector<std::string> what;
   what.reserve(messages.size());
   for (const LogMessage& m : messages) what.push_back(m.what);

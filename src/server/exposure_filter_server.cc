@@ -387,28 +387,44 @@ void ExposureFilterServer::Shutdown() {
   // destroyed without a gRPC server: nothing to shut down.
   if (server_ == nullptr) return;
   absl::call_once(shutdown_once_, [this] {
-    // Before NOT_SERVING below: the monitor must not flip it back.
+    // Phase 1, drain: health says NOT_SERVING while every call is still
+    // answered as before. Readiness probes, and clients that check health,
+    // move away meanwhile; a call that raced the flip (sent before its
+    // client saw it) is served. gRPC's Shutdown below cannot do this part:
+    // a call reaching the server after it started is cancelled by gRPC
+    // itself, before any handler runs, and its client sees CANCELLED.
+    // Before NOT_SERVING: the lag monitor must not flip it back.
     readiness_->Stop();
     grpc::HealthCheckServiceInterface* health =
         server_->GetHealthCheckService();
     health->SetServingStatus(kServiceName, false);
     health->SetServingStatus(false);
+    const uint64_t started_before_drain =
+        grpc_metrics_->StartedCount(kServiceName);
+    spdlog::info("event=shutdown_drain health=NOT_SERVING drain={}",
+                 absl::FormatDuration(config_.shutdown_delay));
     if (config_.shutdown_delay > absl::ZeroDuration()) {
-      // Still serving: a load balancer that has not seen NOT_SERVING yet may
-      // route calls here, and they must succeed.
-      spdlog::info("event=shutdown_delay health=NOT_SERVING delay={}",
-                   absl::FormatDuration(config_.shutdown_delay));
       absl::SleepFor(config_.shutdown_delay);
     }
-    spdlog::info("event=shutdown_drain grace={}",
-                 absl::FormatDuration(config_.shutdown_grace));
+    // Phase 2, stop: end the session streams, close the port, let the
+    // calls in flight finish for up to shutdown_grace, cancel the rest.
+    spdlog::info(
+        "event=shutdown_stop rpcs_during_drain={} session_streams={} grace={}",
+        grpc_metrics_->StartedCount(kServiceName) - started_before_drain,
+        session_hub_->streams(), absl::FormatDuration(config_.shutdown_grace));
     stopping_.Notify();
     // Session streams never end on their own: end them now, UNAVAILABLE,
     // so their clients move to another owner instead of waiting for the
-    // drain below to cancel them.
+    // grace below to cancel them.
     session_hub_->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(config_.shutdown_grace));
+    // Phase 3, persist: no call runs any more.
+    spdlog::info(
+        "event=shutdown_persist kafka_producer={} kafka_consumer={} "
+        "final_snapshot={}",
+        log_producer_ != nullptr, kafka_ingest_ != nullptr,
+        durability_ != nullptr);
     // Replicated writes: the drained calls have their answers; any still
     // waiting for Kafka get theirs (UNAVAILABLE if not acknowledged) here.
     if (log_producer_ != nullptr) {

@@ -56,10 +56,13 @@ class ExposureFilterServer {
   // The admin HTTP port, 0 when there is none.
   int admin_port() const { return admin_ ? admin_->port() : 0; }
 
-  // Health -> NOT_SERVING, keep serving for config.shutdown_delay (so load
-  // balancers see it and stop routing here), stop accepting, let in-flight
-  // RPCs finish for up to config.shutdown_grace, then cancel the rest; then
-  // (durable servers) write the final snapshot and close the log.
+  // Three phases, each logged once. Drain: health -> NOT_SERVING while
+  // every call is still answered, for config.shutdown_delay (readiness
+  // probes and health-checking clients move away; calls racing the flip
+  // succeed). Stop: end the session streams UNAVAILABLE, stop accepting,
+  // let in-flight RPCs finish for up to config.shutdown_grace, then cancel
+  // the rest. Persist: close the Kafka producer and consumer, and (durable
+  // servers) write the final snapshot and close the log.
   // Idempotent; thread-safe; returns when all of that is done.
   void Shutdown();
   // Blocks until the server has shut down.

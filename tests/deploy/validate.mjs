@@ -185,6 +185,58 @@ function referenceErrors(objects) {
   errors.push(...networkPolicyErrors(objects));
   errors.push(...tlsFileErrors(objects));
   errors.push(...dashboardErrors(objects));
+  errors.push(...shutdownErrors(objects));
+  return errors;
+}
+
+// An absl::Duration flag value ("5s", "1m30s", "500ms", "0") in seconds;
+// NaN when it is not one.
+function durationSeconds(text) {
+  if (text === "0") return 0;
+  const unit = { ms: 0.001, s: 1, m: 60, h: 3600 };
+  const parts = [...String(text).matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text) return NaN;
+  return parts.reduce((sum, p) => sum + Number(p[1]) * unit[p[2]], 0);
+}
+
+// Shutdown (docs/operations.md "Lifecycle"): the drain
+// (EXPOSURE_FILTER_SHUTDOWN_DELAY) serves with health NOT_SERVING until the
+// readiness probe has failed (periodSeconds x failureThreshold), and the pod
+// is not killed before the drain, the grace for calls in flight
+// (EXPOSURE_FILTER_SHUTDOWN_GRACE) and the final snapshot are over.
+function shutdownErrors(objects) {
+  const errors = [];
+  const configMaps = new Map(
+    objects.filter((o) => o.kind === "ConfigMap").map((o) => [o.metadata?.name, o.data ?? {}]));
+  for (const sts of objects.filter((o) => o.kind === "StatefulSet")) {
+    const pod = sts.spec?.template?.spec ?? {};
+    for (const c of pod.containers ?? []) {
+      const name = `StatefulSet ${sts.metadata?.name} container ${c.name}`;
+      const env = {};
+      for (const ref of c.envFrom ?? []) Object.assign(env, configMaps.get(ref.configMapRef?.name) ?? {});
+      for (const e of c.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
+      // The flags' defaults (src/server/config/server_flags.cc).
+      const drain = durationSeconds(env.EXPOSURE_FILTER_SHUTDOWN_DELAY ?? "0");
+      const grace = durationSeconds(env.EXPOSURE_FILTER_SHUTDOWN_GRACE ?? "10s");
+      if (Number.isNaN(drain) || Number.isNaN(grace)) {
+        errors.push(`${name}: EXPOSURE_FILTER_SHUTDOWN_DELAY/GRACE are not durations`);
+        continue;
+      }
+      const probe = c.readinessProbe;
+      if (probe) {
+        // Kubernetes' defaults: periodSeconds 10, failureThreshold 3.
+        const notReadyAfter = (probe.periodSeconds ?? 10) * (probe.failureThreshold ?? 3);
+        if (drain < notReadyAfter) {
+          errors.push(`${name}: EXPOSURE_FILTER_SHUTDOWN_DELAY=${drain}s ends before the readiness probe can fail (periodSeconds x failureThreshold = ${notReadyAfter}s): the port closes while the pod still looks ready`);
+        }
+      }
+      // Kubernetes' default: 30 s.
+      const kill = pod.terminationGracePeriodSeconds ?? 30;
+      if (kill <= drain + grace) {
+        errors.push(`${name}: terminationGracePeriodSeconds ${kill} <= drain ${drain}s + grace ${grace}s: SIGKILL before the final snapshot`);
+      }
+    }
+  }
   return errors;
 }
 
@@ -538,6 +590,12 @@ const MISTAKES = [
     const flags = configMapOf(objs);
     delete flags.EXPOSURE_FILTER_TLS_CLIENT_CA;
     flags.EXPOSURE_FILTER_AUTHZ_POLICY ??= "/etc/exposure-filter/authz/policy";
+  }],
+  ["drain shorter than the readiness probe takes to fail", (objs) => {
+    configMapOf(objs).EXPOSURE_FILTER_SHUTDOWN_DELAY = "1s";
+  }],
+  ["termination grace period shorter than drain + grace", (objs) => {
+    find(objs, "StatefulSet").spec.template.spec.terminationGracePeriodSeconds = 15;
   }],
   ["dashboard ConfigMap without the Grafana sidecar label", (objs) => {
     delete dashboardConfigMap(objs).metadata.labels.grafana_dashboard;

@@ -473,6 +473,130 @@ class SigtermUnderLoadTest(unittest.TestCase):
         self.assertEqual(ok, len(oks))
 
 
+class DrainOnSigtermTest(unittest.TestCase):
+    """The drain (--shutdown_delay): on SIGTERM health turns NOT_SERVING
+    while every call is still answered. Clients that learn it from a health
+    check (as a readiness probe does) move away; the calls they sent before
+    they learned it raced the flip, and succeed. No call of the planned
+    restart ends CANCELLED, the server answers calls during the drain, and
+    the process exits 0 once it is over."""
+
+    # --shutdown_delay=5s: the clients stop calling at most one health check
+    #   (PROBE_PERIOD_S apart) after the flip; the drain outlasts that unless
+    #   the machine stalls for seconds.
+    # Waits (40 calls before the signal, the exit) end when the condition
+    #   holds; their deadlines only bound a broken run.
+    DRAIN = "5s"
+    PROBE_PERIOD_S = 0.2
+
+    def test_calls_racing_the_flip_succeed_and_none_is_cancelled(self):
+        server = harness.ServerProcess("--shutdown_delay=" + self.DRAIN,
+                                       "--shutdown_grace=60s")
+        server.start()
+        moved_away = threading.Event()
+        lock = threading.Lock()
+        outcomes = []  # (code, details, monotonic time the call ended)
+        seen = {}      # what the health checks answered: first time of each
+
+        def probe():
+            with server.channel() as channel:
+                check = channel.unary_unary(harness.HEALTH_CHECK,
+                                            request_serializer=lambda b: b,
+                                            response_deserializer=lambda b: b)
+                while not moved_away.is_set():
+                    try:
+                        answer = check(b"", timeout=30.0)
+                        key = "SERVING" if answer == SERVING else (
+                            "NOT_SERVING" if answer == NOT_SERVING else
+                            repr(answer))
+                    except grpc.RpcError as e:
+                        key = str(e.code())
+                    seen.setdefault(key, time.monotonic())
+                    if key != "SERVING":
+                        moved_away.set()  # NOT_SERVING, or gone
+                        return
+                    time.sleep(self.PROBE_PERIOD_S)
+
+        def load(worker, client):
+            n = 0
+            while not moved_away.is_set():
+                n += 1
+                code, details = grpc.StatusCode.OK, ""
+                try:
+                    if n % 2:
+                        client.record(*[client.exposure(
+                            "drain-%d-%d" % (worker, (n + u) % 500),
+                            ids=range(n, n + 20)) for u in range(50)])
+                    else:
+                        client.filter("drain-%d-%d" % (worker, n % 500),
+                                      ids=range(2000))
+                except grpc.RpcError as e:
+                    code, details = e.code(), e.details()
+                with lock:
+                    outcomes.append((code, details, time.monotonic()))
+
+        clients = [Client(server.address) for _ in range(4)]
+        threads = [threading.Thread(target=load, args=(w, c))
+                   for w, c in enumerate(clients)]
+        threads.append(threading.Thread(target=probe))
+        try:
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 120
+            while len(outcomes) < 40 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertGreaterEqual(len(outcomes), 40, outcomes[:3])
+            signalled_at = time.monotonic()
+            server.signal(signal.SIGTERM)
+            code = server.wait_exit(timeout=180)
+            exited_at = time.monotonic()
+        finally:
+            moved_away.set()
+            for t in threads:
+                t.join(timeout=120)
+            for c in clients:
+                c.close()
+            log = server.log()
+            server.close()
+        # Not a verdict: the figure for the record (drain + exit).
+        print("SIGTERM to exit: %.2f s" % (exited_at - signalled_at))
+        self.assertEqual(code, 0, log)
+        failed = [(c, d) for c, d, _ in outcomes if c != grpc.StatusCode.OK]
+        # The planned restart cancelled nothing; a client that kept calling
+        # past the drain would see UNAVAILABLE, nothing else.
+        self.assertNotIn(grpc.StatusCode.CANCELLED, [c for c, _ in failed],
+                         failed[:5])
+        self.assertEqual([f for f in failed
+                          if f[0] != grpc.StatusCode.UNAVAILABLE], [])
+        # Health answered NOT_SERVING (not an error: the port was open).
+        self.assertIn("NOT_SERVING", seen, (seen, log))
+        not_serving_at = seen["NOT_SERVING"]
+        # Calls that raced the flip were answered: some ended OK after a
+        # health check had seen NOT_SERVING.
+        self.assertTrue(any(c == grpc.StatusCode.OK and t > not_serving_at
+                            for c, _, t in outcomes),
+                        "no call answered while health was NOT_SERVING")
+        # The phases, in order, each once; the server counted calls during
+        # the drain, and every call it accepted finished OK and reached its
+        # client.
+        phases = ("event=shutdown_drain ", "event=shutdown_stop ",
+                  "event=shutdown_persist ", "event=shutdown_complete ")
+        for event in phases:
+            self.assertEqual(log.count(event), 1, (event, log))
+        self.assertEqual(sorted(phases, key=log.index), list(phases))
+        during = re.search(r"event=shutdown_stop rpcs_during_drain=(\d+)",
+                           log)
+        self.assertIsNotNone(during, log)
+        self.assertGreater(int(during.group(1)), 0, log)
+        m = re.search(r"event=shutdown_complete .*rpcs_started=(\d+) "
+                      r"rpcs_ok=(\d+) rpcs_failed=(\d+)", log)
+        self.assertIsNotNone(m, log)
+        started, ok, rpcs_failed = (int(g) for g in m.groups())
+        self.assertEqual(rpcs_failed, 0, log)
+        self.assertEqual(started, ok, log)
+        self.assertEqual(ok, len(outcomes) - len(failed))
+
+
 class TransportLimitsTest(unittest.TestCase):
     def test_oversized_message_is_resource_exhausted(self):
         with harness.ServerProcess("--max_receive_message_bytes=4096") as s:

@@ -44,12 +44,15 @@ class ExposureLogProducerTest : public ::testing::Test {
     cluster_ = *std::move(cluster);
     ASSERT_TRUE(cluster_->CreateTopic(kTopic, kPartitions).ok());
   }
-  std::unique_ptr<ExposureLogProducer> Start(absl::Duration timeout) {
+  std::unique_ptr<ExposureLogProducer> Start(
+      absl::Duration timeout,
+      std::vector<std::pair<std::string, std::string>> config = {}) {
     ExposureLogProducerOptions o;
     o.brokers = cluster_->bootstrap_servers();
     o.topic = kTopic;
     o.partitions = kPartitions;
     o.produce_timeout = timeout;
+    o.librdkafka_config = std::move(config);
     auto p = ExposureLogProducer::Start(o);
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? *std::move(p) : nullptr;
@@ -194,6 +197,48 @@ TEST_F(ExposureLogProducerTest, CloseAnswersEveryWaitingCallWithItsFailures) {
                       answered = f.size() == 1;
                     });
   EXPECT_TRUE(answered);
+}
+
+// CheckRecordSizes counts a record as librdkafka does: at message.max.bytes
+// exactly it passes and librdkafka takes it; one byte more and both refuse
+// it, with and without the ef-op header.
+TEST_F(ExposureLogProducerTest, RecordSizeCheckAgreesWithLibrdkafkasLimit) {
+  constexpr int kMaxMessageBytes = 2000;
+  auto producer =
+      Start(absl::Seconds(30),
+            {{"message.max.bytes", absl::StrCat(kMaxMessageBytes)}});
+  ASSERT_NE(producer, nullptr);
+  EXPECT_EQ(producer->max_message_bytes(), kMaxMessageBytes);
+  for (const bool with_op : {false, true}) {
+    SCOPED_TRACE(with_op ? "with the ef-op header" : "no header");
+    LogMessage fits = Message("size-user", with_op);
+    fits.value.resize(fits.value.size() + kMaxMessageBytes -
+                          ExposureLogProducer::RecordBytes(fits),
+                      'x');
+    ASSERT_EQ(ExposureLogProducer::RecordBytes(fits), kMaxMessageBytes);
+    LogMessage over = fits;
+    over.value.push_back('x');
+    over.what = "the big one";
+    EXPECT_TRUE(producer->CheckRecordSizes({fits}).ok());
+    const absl::Status refused = producer->CheckRecordSizes({fits, over});
+    EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+    EXPECT_EQ(refused.message().find("the big one: its Kafka record would be "
+                                     "2001 bytes, more than the exposure log "
+                                     "producer's message.max.bytes=2000"),
+              0u)
+        << refused;
+    // librdkafka's own verdict on the same two records.
+    absl::Notification done;
+    std::vector<LogDeliveryFailure> failures;
+    producer->Produce({fits, over},
+                      [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+                        failures = std::move(f);
+                        done.Notify();
+                      });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    ASSERT_EQ(failures.size(), 1u);
+    EXPECT_EQ(failures[0].index, 1u) << failures[0].error;
+  }
 }
 
 }  // namespace

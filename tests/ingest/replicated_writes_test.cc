@@ -548,5 +548,57 @@ TEST_F(ReplicatedWritesFailureTest, ATraceChangeNotWrittenChangesNothing) {
   }
 }
 
+// message.max.bytes set by the operator (--kafka_config), small enough for
+// a test to exceed: the producer reads the configured value, not a default.
+class ReplicatedWritesRecordSizeTest : public ReplicatedWritesTest {
+ protected:
+  static constexpr int kMaxMessageBytes = 20000;
+  void SetUp() override {
+    ReplicatedWritesTest::SetUp();
+    edit_config_ = [](ServerConfig* c) {
+      c->kafka.librdkafka_config.emplace_back("message.max.bytes",
+                                              absl::StrCat(kMaxMessageBytes));
+    };
+  }
+};
+
+TEST_F(ReplicatedWritesRecordSizeTest,
+       ARecordOverTheProducersLimitIsInvalidArgumentAndNothingIsWritten) {
+  StartAll();
+  const std::vector<std::string> users = UsersOwnedBy(0, 1, 2);
+  exposure::v1::RecordExposureRequest req;
+  exposure::v1::Exposure* small = req.add_exposures();
+  small->set_user_id(users[0]);
+  small->add_item_ids(700);
+  // 3,000 fixed64 ids: ~24 KB in one binary Exposure message, over 20,000.
+  exposure::v1::Exposure* big = req.add_exposures();
+  big->set_user_id(users[1]);
+  for (uint64_t i = 1; i <= 3000; ++i) big->add_item_ids(i);
+  ExposureLogProducer* producer = servers_[1]->log_producer();
+  ASSERT_NE(producer, nullptr);
+  const ExposureLogProducerStats before = producer->stats();
+  exposure::v1::RecordExposureResponse resp;
+  const grpc::Status s = Record(1, req, &resp);
+  ASSERT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << s.error_message();
+  EXPECT_THAT(
+      s.error_message(),
+      HasSubstr(absl::StrCat("RecordExposure: exposures[1] (user \"", users[1],
+                             "\"): its Kafka record would be ")));
+  EXPECT_THAT(s.error_message(),
+              HasSubstr(absl::StrCat("message.max.bytes=", kMaxMessageBytes)));
+  EXPECT_THAT(s.error_message(), HasSubstr("nothing of this call was written"));
+  // Refused before anything was enqueued: the small user's message too.
+  const ExposureLogProducerStats after = producer->stats();
+  EXPECT_EQ(after.messages_acked, before.messages_acked);
+  EXPECT_EQ(after.messages_failed, before.messages_failed);
+  EXPECT_EQ(after.messages_in_flight, 0u);
+  // The size was the only reason: the call without the big exposure is
+  // written, and is on both owners.
+  req.mutable_exposures()->RemoveLast();
+  ASSERT_TRUE(Record(1, req, &resp).ok());
+  ExpectOnEveryOwner(users[0], 700);
+}
+
 }  // namespace
 }  // namespace exposure_filter

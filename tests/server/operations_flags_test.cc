@@ -14,6 +14,7 @@
 ABSL_DECLARE_FLAG(std::string, admin_listen);
 ABSL_DECLARE_FLAG(int64_t, memory_limit_bytes);
 ABSL_DECLARE_FLAG(absl::Duration, shutdown_delay);
+ABSL_DECLARE_FLAG(absl::Duration, shutdown_grace);
 ABSL_DECLARE_FLAG(absl::Duration, keepalive_time);
 ABSL_DECLARE_FLAG(int, keepalive_max_ping_strikes);
 
@@ -29,9 +30,11 @@ class OperationsFlagsTest : public ::testing::Test {
   static void Reset() {
     unsetenv("EXPOSURE_FILTER_MEMORY_LIMIT_BYTES");
     unsetenv("EXPOSURE_FILTER_ADMIN_LISTEN");
+    unsetenv("EXPOSURE_FILTER_SHUTDOWN_DELAY");
     absl::SetFlag(&FLAGS_admin_listen, "127.0.0.1:9464");
     absl::SetFlag(&FLAGS_memory_limit_bytes, 0);
     absl::SetFlag(&FLAGS_shutdown_delay, absl::ZeroDuration());
+    absl::SetFlag(&FLAGS_shutdown_grace, absl::Seconds(10));
     absl::SetFlag(&FLAGS_keepalive_time, absl::Minutes(1));
     absl::SetFlag(&FLAGS_keepalive_max_ping_strikes, 2);
   }
@@ -77,6 +80,31 @@ TEST_F(OperationsFlagsTest, NegativeValuesAreErrors) {
   absl::SetFlag(&FLAGS_keepalive_max_ping_strikes, -1);
   EXPECT_THAT(std::string(ConfigFromFlags().status().message()),
               HasSubstr("--keepalive_max_ping_strikes"));
+}
+
+TEST_F(OperationsFlagsTest, EnvironmentSetsTheDrain) {
+  setenv("EXPOSURE_FILTER_SHUTDOWN_DELAY", "5s", 1);
+  ASSERT_TRUE(ApplyEnvironmentOverrides().ok());
+  absl::StatusOr<ServerConfig> c = ConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->shutdown_delay, absl::Seconds(5));
+  EXPECT_THAT(c->Summary(), HasSubstr("shutdown_delay=5s"));
+}
+
+// A phase that is never over would only end by SIGKILL, without the final
+// snapshot.
+TEST_F(OperationsFlagsTest, ShutdownPhasesMustEnd) {
+  absl::SetFlag(&FLAGS_shutdown_delay, absl::InfiniteDuration());
+  EXPECT_THAT(std::string(ConfigFromFlags().status().message()),
+              HasSubstr("--shutdown_delay must be below 1h"));
+  Reset();
+  absl::SetFlag(&FLAGS_shutdown_grace, absl::InfiniteDuration());
+  EXPECT_THAT(std::string(ConfigFromFlags().status().message()),
+              HasSubstr("--shutdown_grace must be below 1h"));
+  Reset();
+  absl::SetFlag(&FLAGS_shutdown_grace, absl::Seconds(-1));
+  EXPECT_THAT(std::string(ConfigFromFlags().status().message()),
+              HasSubstr("--shutdown_grace must not be negative"));
 }
 
 }  // namespace

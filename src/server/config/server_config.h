@@ -122,8 +122,10 @@ struct ServerConfig {
   // Ceiling on the bytes user filters hold (0 = none): the least recently
   // active users are evicted to stay under it.
   uint64_t memory_limit_bytes = 0;
-  // On SIGTERM, how long to keep serving while reporting NOT_SERVING, so
-  // load balancers stop routing here before the port closes.
+  // The drain: on SIGTERM/SIGINT, how long to keep answering every call
+  // while reporting NOT_SERVING, so readiness probes and clients move away
+  // before the port closes (a call reaching gRPC after that is cancelled
+  // by gRPC itself). 0 = close at once.
   absl::Duration shutdown_delay = absl::ZeroDuration();
   KeepaliveOptions keepalive;
   // --- Durability: write-ahead log, snapshots, recovery. ---

@@ -44,7 +44,8 @@ ABSL_FLAG(int, max_receive_message_bytes, 64 << 20,
 ABSL_FLAG(absl::Duration, sweep_interval, absl::Minutes(1),
           "how often aged-out slices are dropped from memory");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
-          "on SIGTERM, how long in-flight RPCs may take to finish");
+          "on SIGTERM, after --shutdown_delay: how long in-flight RPCs may "
+          "take to finish before they are cancelled");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn or error");
 // Performance: transport tuning, see docs/performance.md.
 ABSL_FLAG(int, http2_max_frame_size, 64 << 10,
@@ -91,8 +92,10 @@ ABSL_FLAG(int64_t, memory_limit_bytes, 0,
           "recently active users are evicted (0 = no ceiling). Leave room "
           "for the process itself: see docs/operations.md");
 ABSL_FLAG(absl::Duration, shutdown_delay, absl::ZeroDuration(),
-          "on SIGTERM, keep serving this long with health NOT_SERVING before "
-          "closing the port, so load balancers stop routing here first");
+          "the drain: on SIGTERM/SIGINT, keep answering every call this long "
+          "with health NOT_SERVING before closing the port, so readiness "
+          "probes and clients move away first (0 = close at once; at least "
+          "the readiness probe's period x failureThreshold on Kubernetes)");
 ABSL_FLAG(absl::Duration, keepalive_time, absl::Minutes(1),
           "ping a client connection after this much inactivity (0 = never)");
 ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(20),
@@ -281,6 +284,17 @@ absl::Status NotNegative(const char* name, absl::Duration d) {
       "--", name, " must not be negative, got ", absl::FormatDuration(d)));
 }
 
+// The shutdown phases are waited out in full: an infinite one would never
+// exit (and overflows gRPC's deadline arithmetic), so only the orchestrator's
+// SIGKILL would end the process, without the final snapshot.
+absl::Status ShutdownPhase(const char* name, absl::Duration d) {
+  if (absl::Status s = NotNegative(name, d); !s.ok()) return s;
+  if (d < absl::Hours(1)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, " must be below 1h (a shutdown phase is ",
+                   "waited out in full), got ", absl::FormatDuration(d)));
+}
+
 // Operations flags.
 absl::Status OperationsFromFlags(ServerConfig* c) {
   c->admin_listen_address = absl::GetFlag(FLAGS_admin_listen);
@@ -291,6 +305,11 @@ absl::Status OperationsFromFlags(ServerConfig* c) {
   }
   c->memory_limit_bytes = static_cast<uint64_t>(limit);
   c->shutdown_delay = absl::GetFlag(FLAGS_shutdown_delay);
+  c->shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  for (auto [name, d] : {std::pair{"shutdown_delay", c->shutdown_delay},
+                         {"shutdown_grace", c->shutdown_grace}}) {
+    if (absl::Status s = ShutdownPhase(name, d); !s.ok()) return s;
+  }
   KeepaliveOptions& k = c->keepalive;
   k.time = absl::GetFlag(FLAGS_keepalive_time);
   k.timeout = absl::GetFlag(FLAGS_keepalive_timeout);
@@ -302,8 +321,7 @@ absl::Status OperationsFromFlags(ServerConfig* c) {
   k.max_connection_age = absl::GetFlag(FLAGS_max_connection_age);
   k.max_connection_age_grace = absl::GetFlag(FLAGS_max_connection_age_grace);
   for (auto [name, d] :
-       {std::pair{"shutdown_delay", c->shutdown_delay},
-        {"keepalive_time", k.time},
+       {std::pair{"keepalive_time", k.time},
         {"keepalive_timeout", k.timeout},
         {"keepalive_min_client_ping_interval", k.min_client_ping_interval},
         {"max_connection_idle", k.max_connection_idle},
@@ -419,7 +437,6 @@ absl::StatusOr<ServerConfig> ConfigFromFlags() {
   c.limits.max_candidates_per_request = max_candidates;
   c.limits.max_future_skew = absl::GetFlag(FLAGS_max_future_skew);
   c.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
-  c.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   if (c.sweep_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--sweep_interval must be positive");
   }
