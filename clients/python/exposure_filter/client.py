@@ -371,7 +371,10 @@ class RoutingClient:
             if error is None:
                 cancel_rest()
                 result = future.result()
-                if lag_gated and result.staleness.lagging:
+                # getattr: a stand-in client may answer something else
+                # than the message (then it was not answered lagging).
+                staleness = getattr(result, "staleness", None)
+                if lag_gated and getattr(staleness, "lagging", False):
                     with self._lock:
                         self._lagging_answers += 1
                 return result
