@@ -44,6 +44,14 @@
 // server's R and goes on with the owners it has not tried. stats() counts
 // failovers, hedges, such placement updates and failed tries per replica.
 //
+// Least-stale reads: a read's try on the user's last owner (R >= 2; a
+// failover or a hedge) sets allow_lagging, so that copy answers even when
+// it lags past its --max_serving_lag rather than UNAVAILABLE: a read fails
+// only when no owner can answer at all (down, replaying, or short of
+// min_offsets). The response's `staleness` says how far behind the copy
+// that answered was (lag_ms of the user's partition; `lagging` when it
+// answered past its bound), and stats().lagging_answers counts those.
+//
 // Read-your-writes (ReadYourWritesOptions): a replicated
 // server answers a write with the Kafka offsets it got (written_offsets);
 // the client remembers, per user, the offset of the user's partition and
@@ -116,6 +124,9 @@ struct RoutingStats {
   uint64_t placement_updates = 0;  // R adopted from an owner hint
   // Reads sent with this client's own write offsets (read-your-writes).
   uint64_t reads_with_offsets = 0;
+  // Reads answered by a copy lagging past its --max_serving_lag, on the
+  // last owner's try (staleness.lagging in the response).
+  uint64_t lagging_answers = 0;
   // Failed tries per replica, index = ordinal (cancelled hedges excluded).
   std::vector<uint64_t> replica_errors;
 };
@@ -233,6 +244,7 @@ class RoutingClient {
   mutable std::atomic<uint64_t> hedges_{0};
   mutable std::atomic<uint64_t> placement_updates_{0};
   mutable std::atomic<uint64_t> reads_with_offsets_{0};
+  mutable std::atomic<uint64_t> lagging_answers_{0};
   const std::unique_ptr<std::atomic<uint64_t>[]> replica_errors_;
   // Null unless read-your-writes is on.
   const std::unique_ptr<ReadYourWritesTokens> tokens_;

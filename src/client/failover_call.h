@@ -14,6 +14,9 @@
 // With hedging (hedge_delay > 0) a try still running hedge_delay after the
 // last start gets company: the next owner is sent the same request; the
 // first OK answer wins and the others are cancelled.
+// A try is told whether it goes to the last owner of the list (a failover or
+// a hedge alike): no owner is left after it, so the routing client lets
+// that one answer from a lagging copy (allow_lagging) rather than fail.
 // The caller's thread waits on a mutex; the tries complete on gRPC's threads.
 // Every try is finished (cancelled if need be) before Run returns, since the
 // callbacks write into this frame.
@@ -63,11 +66,12 @@ struct FailoverEvents {
 };
 
 // Starts `Response`'s RPC on `replica` with `context`, writing `response` and
-// calling `done` once (from any thread).
+// calling `done` once (from any thread). `last_owner`: `replica` is the last
+// of two or more owners. Runs on the caller's thread.
 template <typename Response>
 using StartTry = std::function<void(
-    int32_t replica, grpc::ClientContext* context, Response* response,
-    std::function<void(grpc::Status)> done)>;
+    int32_t replica, bool last_owner, grpc::ClientContext* context,
+    Response* response, std::function<void(grpc::Status)> done)>;
 
 template <typename Response>
 absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
@@ -107,7 +111,9 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
     t.context.set_deadline(absl::ToChronoTime(try_deadline));
     ++outstanding;
     if (hedging) hedge_at = absl::Now() + policy.hedge_delay;
-    start(t.replica, &t.context, &t.response,
+    // One owner (R = 1) is no "last try": such servers gate no reads.
+    const bool last_owner = owners.size() > 1 && next == owners.size();
+    start(t.replica, last_owner, &t.context, &t.response,
           [&shared, &t, index](grpc::Status s) {
             absl::MutexLock lock(&shared.mu);
             t.status = std::move(s);

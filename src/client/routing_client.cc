@@ -1,5 +1,7 @@
 #include "exposure_filter/routing_client.h"
 
+#include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,33 @@ constexpr AsyncUnary<v1::DeleteUserRequest, v1::DeleteUserResponse>
     kDeleteUser = &Async::DeleteUser;
 constexpr AsyncUnary<v1::ExplainRequest, v1::ExplainResponse> kExplain =
     &Async::Explain;
+
+// The reads a replicated server gates on its lag: they take allow_lagging
+// and answer with their staleness.
+template <typename Request>
+constexpr bool kLagGatedRead =
+    std::is_same_v<Request, v1::FilterRecalledRequest> ||
+    std::is_same_v<Request, v1::GetFilterRequest> ||
+    std::is_same_v<Request, v1::GetUserStatsRequest> ||
+    std::is_same_v<Request, v1::ExplainRequest>;
+
+// What a try sends: `request`, or on the last owner's try of a lag-gated
+// read a copy carrying allow_lagging, made once into *last_try.
+template <typename Request>
+const Request* RequestForTry(
+    const Request& request, [[maybe_unused]] bool last_owner,
+    [[maybe_unused]] std::optional<Request>* last_try) {
+  if constexpr (kLagGatedRead<Request>) {
+    if (last_owner && !request.allow_lagging()) {
+      if (!last_try->has_value()) {
+        last_try->emplace(request);
+        (*last_try)->set_allow_lagging(true);
+      }
+      return &**last_try;
+    }
+  }
+  return &request;
+}
 
 }  // namespace
 
@@ -183,6 +212,7 @@ RoutingStats RoutingClient::stats() const {
   s.hedges = hedges_.load();
   s.placement_updates = placement_updates_.load();
   s.reads_with_offsets = reads_with_offsets_.load();
+  s.lagging_answers = lagging_answers_.load();
   for (size_t r = 0; r < clients_.size(); ++r) {
     s.replica_errors.push_back(replica_errors_[r].load());
   }
@@ -228,15 +258,27 @@ absl::StatusOr<Response> RoutingClient::Failover(absl::string_view user_id,
   events.diagnose = [this](int32_t r, absl::Status s) {
     return Diagnose(r, std::move(s));
   };
+  // A read's try on the last owner carries allow_lagging: no owner is left
+  // after it, and a lagging copy's answer, which says how stale it is,
+  // beats a failed read. A hedge to it too: it is sent because the earlier
+  // try is slow, and waiting for that is what hedging avoids. The copy is
+  // made only when that try starts (a FilterRecalled of 5,000 candidates
+  // is 40 KB), and lives until every try has finished.
+  std::optional<Request> last_try;
   const internal::StartTry<Response> start =
-      [this, &request, method](int32_t r, grpc::ClientContext* ctx,
-                               Response* response,
-                               std::function<void(grpc::Status)> done) {
-        (clients_[r]->stub()->async()->*method)(ctx, &request, response,
-                                                std::move(done));
+      [this, &request, &last_try, method](
+          int32_t r, bool last_owner, grpc::ClientContext* ctx,
+          Response* response, std::function<void(grpc::Status)> done) {
+        (clients_[r]->stub()->async()->*method)(
+            ctx, RequestForTry(request, last_owner, &last_try), response,
+            std::move(done));
       };
-  return internal::RunWithFailover<Response>(std::move(owners), policy, start,
-                                             events, answered_by);
+  absl::StatusOr<Response> resp = internal::RunWithFailover<Response>(
+      std::move(owners), policy, start, events, answered_by);
+  if constexpr (kLagGatedRead<Request>) {
+    if (resp.ok() && resp->staleness().lagging()) ++lagging_answers_;
+  }
+  return resp;
 }
 
 absl::Status RoutingClient::Diagnose(int32_t replica,

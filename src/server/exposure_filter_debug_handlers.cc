@@ -54,7 +54,11 @@ absl::Status ExposureFilterHandlers::Explain(
     return s;
   }
   if (absl::Status s = CheckOwner("user_id", req.user_id()); !s.ok()) return s;
-  if (absl::Status s = CheckFresh("Explain", req.min_offsets()); !s.ok()) {
+  ReadAdmission admission;
+  if (absl::Status s =
+          CheckFresh(GatedRead::kExplain, req.user_id(), req.min_offsets(),
+                     req.allow_lagging(), &admission);
+      !s.ok()) {
     return s;
   }
   const int64_t now = store_->clock().NowMs();
@@ -117,6 +121,7 @@ absl::Status ExposureFilterHandlers::Explain(
       for (int64_t t : *times) item->add_recorded_exposures_ms(t);
     }
   }
+  ReportStaleness(GatedRead::kExplain, admission, resp);
   return absl::OkStatus();
 }
 

@@ -307,7 +307,10 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
     return s;
   }
   if (absl::Status s = CheckOwner("user_id", req.user_id()); !s.ok()) return s;
-  if (absl::Status s = CheckFresh("FilterRecalled", req.min_offsets());
+  ReadAdmission admission;
+  if (absl::Status s =
+          CheckFresh(GatedRead::kFilterRecalled, req.user_id(),
+                     req.min_offsets(), req.allow_lagging(), &admission);
       !s.ok()) {
     return s;
   }
@@ -344,13 +347,15 @@ absl::Status ExposureFilterHandlers::FilterRecalled(
   }
   scratch.Trim();
   resp->set_removed_count(removed);
+  ReportStaleness(GatedRead::kFilterRecalled, admission, resp);
   candidates_checked_.fetch_add(n, std::memory_order_relaxed);
   candidates_removed_.fetch_add(removed, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 absl::Status ExposureFilterHandlers::CheckGetFilter(
-    const exposure::v1::GetFilterRequest& req, const Surface** surface) const {
+    const exposure::v1::GetFilterRequest& req, const Surface** surface,
+    ReadAdmission* admission) const {
   if (absl::Status s = CheckAvailable(); !s.ok()) return s;
   if (absl::Status s = ValidateMinOffsets(req.min_offsets()); !s.ok()) {
     return s;
@@ -368,7 +373,10 @@ absl::Status ExposureFilterHandlers::CheckGetFilter(
         absl::StrCat("accepted_formats: ", req.accepted_formats_size(),
                      " entries, at most 16"));
   }
-  if (absl::Status s = CheckFresh("GetFilter", req.min_offsets()); !s.ok()) {
+  if (absl::Status s =
+          CheckFresh(GatedRead::kGetFilter, req.user_id(), req.min_offsets(),
+                     req.allow_lagging(), admission);
+      !s.ok()) {
     return s;
   }
   // A client that says which formats it reads and does not read ours gets
@@ -390,20 +398,29 @@ absl::Status ExposureFilterHandlers::GetFilter(
     const exposure::v1::GetFilterRequest& req,
     exposure::v1::GetFilterResponse* resp) {
   const Surface* surface = nullptr;
-  if (absl::Status s = CheckGetFilter(req, &surface); !s.ok()) return s;
+  ReadAdmission admission;
+  if (absl::Status s = CheckGetFilter(req, &surface, &admission); !s.ok()) {
+    return s;
+  }
   FilterPull pull = store_->GetFilter(
       surface, surface ? surface->policy : surfaces_->PolicyFor(req.surface()),
       req.user_id(), req.if_version());
   resp->set_not_modified(pull.not_modified);
   resp->set_version(std::move(pull.version));
   *resp->mutable_filter() = std::move(pull.bytes);
+  ReportStaleness(GatedRead::kGetFilter, admission, resp);
   return absl::OkStatus();
 }
 
 absl::Status ExposureFilterHandlers::PullForSession(
     const exposure::v1::GetFilterRequest& req, SessionPullConsumer under_lock) {
   const Surface* surface = nullptr;
-  if (absl::Status s = CheckGetFilter(req, &surface); !s.ok()) return s;
+  // A subscription's request carries no allow_lagging: a session stream is
+  // told of its copy's lag by pong.lagging instead.
+  ReadAdmission admission;
+  if (absl::Status s = CheckGetFilter(req, &surface, &admission); !s.ok()) {
+    return s;
+  }
   const FilterPolicy& policy =
       surface ? surface->policy : surfaces_->PolicyFor(req.surface());
   store_->PullUnderLock(surface, policy, req.user_id(), req.if_version(),
@@ -423,9 +440,14 @@ absl::Status ExposureFilterHandlers::GetUserStats(
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckFresh("GetUserStats", req.min_offsets()); !s.ok()) {
+  ReadAdmission admission;
+  if (absl::Status s =
+          CheckFresh(GatedRead::kGetUserStats, req.user_id(), req.min_offsets(),
+                     req.allow_lagging(), &admission);
+      !s.ok()) {
     return s;
   }
+  ReportStaleness(GatedRead::kGetUserStats, admission, resp);
   if (surface == nullptr) return absl::OkStatus();
   std::optional<UserFilterStats> st =
       store_->GetUserStats(*surface, req.user_id());

@@ -157,9 +157,10 @@ class ExposureFilterHandlers {
   // Lag-gated reads and read-your-writes (serving_readiness.h):
   // with a readiness attached (R >= 2), FilterRecalled, GetFilter,
   // GetUserStats and Explain answer UNAVAILABLE while this copy is not
-  // ready, and honour min_offsets. Without one (not replicated) a read with
-  // min_offsets is FAILED_PRECONDITION. Set before serving; it must outlive
-  // the handlers.
+  // ready (unless lagging and the read sets allow_lagging), honour
+  // min_offsets, and report their staleness. Without one (not replicated) a
+  // read with min_offsets is FAILED_PRECONDITION. Set before serving; it must
+  // outlive the handlers.
   void AttachReadiness(const ServingReadiness* readiness) {
     readiness_ = readiness;
   }
@@ -208,7 +209,8 @@ class ExposureFilterHandlers {
   // GetFilter's checks, in its order; resolves the surface (null when it
   // was never written).
   absl::Status CheckGetFilter(const exposure::v1::GetFilterRequest& req,
-                              const Surface** surface) const;
+                              const Surface** surface,
+                              ReadAdmission* admission) const;
   // Validates a (surface, user_id) read and resolves the surface; *surface is
   // null when it was never written (every user there is unknown).
   absl::Status ResolveRead(absl::string_view surface_name,
@@ -223,10 +225,24 @@ class ExposureFilterHandlers {
   // negative offset (the lowest bad partition is named).
   absl::Status ValidateMinOffsets(const MinOffsets& min_offsets) const;
   // After the user's ownership check: the listed partitions are owned here
-  // (else the not-owner answer), this copy is ready (lag gate) and has
-  // applied every listed offset; else UNAVAILABLE naming why.
-  absl::Status CheckFresh(absl::string_view rpc,
-                          const MinOffsets& min_offsets) const;
+  // (else the not-owner answer), this copy is ready (lag gate; or lagging,
+  // not replaying, and the read sets allow_lagging) and has applied every
+  // listed offset; else UNAVAILABLE naming why. On OK, *admission says how
+  // stale the answer may be (untouched when not replicated).
+  absl::Status CheckFresh(GatedRead read, absl::string_view user_id,
+                          const MinOffsets& min_offsets, bool allow_lagging,
+                          ReadAdmission* admission) const;
+  // Once a read's answer is complete: its response's staleness (replicated
+  // servers only: a server that is not replicated leaves the field unset,
+  // it has nothing to miss), and the count of answers past the gate.
+  template <typename Response>
+  void ReportStaleness(GatedRead read, const ReadAdmission& admission,
+                       Response* resp) const {
+    if (readiness_ == nullptr) return;
+    FillStaleness(read, admission, resp->mutable_staleness());
+  }
+  void FillStaleness(GatedRead read, const ReadAdmission& admission,
+                     exposure::v1::ReadStaleness* staleness) const;
   absl::Status CheckTracedOwners(
       const google::protobuf::RepeatedPtrField<std::string>& user_ids) const;
   // OK when this replica owns the user (or is not partitioned).

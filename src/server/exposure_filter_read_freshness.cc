@@ -1,5 +1,6 @@
 // ExposureFilterHandlers' freshness checks of the reads:
-// min_offsets validation, the lag gate and read-your-writes offsets
+// min_offsets validation, the lag gate (and allow_lagging past it),
+// read-your-writes offsets, and the staleness an answer reports
 // (serving_readiness.h; docs/scale-out.md "Consistency").
 #include <algorithm>
 #include <utility>
@@ -53,9 +54,17 @@ absl::Status ExposureFilterHandlers::ValidateMinOffsets(
 }
 
 absl::Status ExposureFilterHandlers::CheckFresh(
-    absl::string_view rpc, const MinOffsets& min_offsets) const {
+    GatedRead read, absl::string_view user_id, const MinOffsets& min_offsets,
+    bool allow_lagging, ReadAdmission* admission) const {
   if (readiness_ == nullptr) return absl::OkStatus();
-  if (min_offsets.empty()) return readiness_->CheckServing(rpc);
+  // Replicated implies partitioned: R >= 2 owners need as many replicas,
+  // and replicas need --partitions.
+  const int32_t user_partition =
+      ownership_ == nullptr ? -1
+                            : ownership_->ownership().PartitionOfUser(user_id);
+  if (min_offsets.empty()) {
+    return readiness_->Admit(read, user_partition, allow_lagging, admission);
+  }
   const std::vector<std::pair<int32_t, int64_t>> wanted = Sorted(min_offsets);
   // A partition of another replica: this copy cannot tell whether the write
   // is applied, and the client routed by a different layout.
@@ -66,14 +75,29 @@ absl::Status ExposureFilterHandlers::CheckFresh(
       return s;
     }
   }
-  if (absl::Status s = readiness_->CheckServing(rpc); !s.ok()) return s;
+  if (absl::Status s =
+          readiness_->Admit(read, user_partition, allow_lagging, admission);
+      !s.ok()) {
+    return s;
+  }
+  // allow_lagging relaxes the lag gate only: a write the read must see is
+  // either applied here or the read is refused, lagging or not.
   for (const auto& [partition, offset] : wanted) {
-    if (absl::Status s = readiness_->CheckApplied(rpc, partition, offset);
+    if (absl::Status s = readiness_->CheckApplied(read, partition, offset);
         !s.ok()) {
       return s;
     }
   }
   return absl::OkStatus();
+}
+
+void ExposureFilterHandlers::FillStaleness(
+    GatedRead read, const ReadAdmission& admission,
+    exposure::v1::ReadStaleness* staleness) const {
+  staleness->set_lag_ms(absl::ToInt64Milliseconds(admission.lag));
+  staleness->set_partition(admission.partition);
+  staleness->set_lagging(admission.lagging);
+  readiness_->CountLaggingAnswer(read, admission);
 }
 
 }  // namespace exposure_filter

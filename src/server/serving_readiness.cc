@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -22,13 +23,44 @@ std::string AppliedText(int64_t next) {
   return next > 0 ? absl::StrCat("up to offset ", next - 1) : "nothing yet";
 }
 
+// Upper bounds (ms) of the lag a lagging answer is served at. Only answers
+// past --max_serving_lag (default 1 s; deploy/ runs 5 s) are observed, so
+// the buckets start at a tenth of a second (the sampling's resolution) and
+// reach past the lag tracker's exact range (kMaxSamples at 100 ms: 6.4 s)
+// to the minutes a stalled copy can reach.
+std::vector<uint64_t> LaggingAnswerBoundsMs() {
+  return {100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000};
+}
+
 }  // namespace
+
+absl::string_view GatedReadName(GatedRead read) {
+  switch (read) {
+    case GatedRead::kFilterRecalled:
+      return "FilterRecalled";
+    case GatedRead::kGetFilter:
+      return "GetFilter";
+    case GatedRead::kGetUserStats:
+      return "GetUserStats";
+    case GatedRead::kExplain:
+      return "Explain";
+  }
+  return "read";
+}
+
+ServingReadiness::ServingReadiness()
+    : lagging_answer_lag_ms_(LaggingAnswerBoundsMs()) {}
 
 void ServingReadiness::Start(KafkaIngest* ingest,
                              absl::Duration max_serving_lag,
                              std::function<void(bool)> on_change) {
   max_lag_ = max_serving_lag;
   on_change_ = std::move(on_change);
+  const std::vector<int32_t>& owned = ingest->partitions();  // ascending
+  partition_slots_ = owned.empty() ? 0 : owned.back() + 1;
+  partition_lag_ms_.reset(
+      new std::atomic<int64_t>[std::max(partition_slots_, 1)]);
+  for (int32_t p = 0; p < partition_slots_; ++p) partition_lag_ms_[p] = 0;
   ingest_.store(ingest, std::memory_order_release);
   Tick();  // the initial decision, before any read is served
   monitor_ = std::thread([this] { MonitorLoop(); });
@@ -48,6 +80,12 @@ void ServingReadiness::Tick() {
   KafkaIngest* ingest = ingest_.load(std::memory_order_acquire);
   const absl::Time now = MonotonicTime();
   ingest->SampleWatermarks(now);
+  for (const PartitionLag& p : ingest->lag().All(now)) {
+    if (p.partition >= 0 && p.partition < partition_slots_) {
+      partition_lag_ms_[p.partition].store(absl::ToInt64Milliseconds(p.lag),
+                                           std::memory_order_relaxed);
+    }
+  }
   const PartitionLag worst = ingest->lag().Worst(now);
   const bool was = serving_.load(std::memory_order_relaxed);
   bool serving = was;
@@ -81,9 +119,23 @@ void ServingReadiness::Tick() {
   if (on_change_) on_change_(serving);
 }
 
-absl::Status ServingReadiness::CheckServing(absl::string_view rpc) const {
-  if (serving_.load(std::memory_order_acquire)) return absl::OkStatus();
-  if (ingest_.load(std::memory_order_acquire) == nullptr) {
+absl::Status ServingReadiness::Admit(GatedRead read, int32_t partition,
+                                     bool allow_lagging,
+                                     ReadAdmission* admission) const {
+  const absl::string_view rpc = GatedReadName(read);
+  const bool serving = serving_.load(std::memory_order_acquire);
+  // Loaded after serving_: a copy found serving was started (Tick stores
+  // serving_ after Start stored ingest_), so the lag slots are there.
+  const KafkaIngest* ingest = ingest_.load(std::memory_order_acquire);
+  if (ingest != nullptr) {
+    admission->partition = partition;
+    admission->lag = partition >= 0 && partition < partition_slots_
+                         ? absl::Milliseconds(partition_lag_ms_[partition].load(
+                               std::memory_order_relaxed))
+                         : absl::ZeroDuration();
+  }
+  if (serving) return absl::OkStatus();
+  if (ingest == nullptr) {
     refused_replaying_.fetch_add(1, std::memory_order_relaxed);
     return absl::UnavailableError(absl::StrCat(
         rpc,
@@ -104,8 +156,15 @@ absl::Status ServingReadiness::CheckServing(absl::string_view rpc) const {
         w.watermark >= 0
             ? absl::StrCat(", the log ends at offset ", w.watermark - 1)
             : std::string(", the log's end not known yet"),
-        "); it serves reads once caught up: another owner can serve this one "
-        "(docs/scale-out.md)"));
+        "); it serves reads once caught up",
+        allow_lagging ? " (allow_lagging does not apply while replaying: "
+                        "this copy may not hold the user's history yet)"
+                      : "",
+        ": another owner can serve this one (docs/scale-out.md)"));
+  }
+  if (allow_lagging) {
+    admission->lagging = true;
+    return absl::OkStatus();
   }
   refused_lag_.fetch_add(1, std::memory_order_relaxed);
   return absl::UnavailableError(absl::StrCat(
@@ -113,12 +172,22 @@ absl::Status ServingReadiness::CheckServing(absl::string_view rpc) const {
       w.partition, " (--max_serving_lag=", absl::FormatDuration(max_lag_),
       "; applied ", AppliedText(w.applied), ", the log ends at offset ",
       w.watermark - 1,
-      "): another owner can serve this read (docs/scale-out.md)"));
+      "): another owner can serve this read, or this copy as a last try "
+      "with allow_lagging (docs/scale-out.md)"));
 }
 
-absl::Status ServingReadiness::CheckApplied(absl::string_view rpc,
-                                            int32_t partition,
+void ServingReadiness::CountLaggingAnswer(
+    GatedRead read, const ReadAdmission& admission) const {
+  if (!admission.lagging) return;
+  lagging_answers_[static_cast<size_t>(read)].fetch_add(
+      1, std::memory_order_relaxed);
+  lagging_answer_lag_ms_.Observe(static_cast<uint64_t>(
+      std::max<int64_t>(0, absl::ToInt64Milliseconds(admission.lag))));
+}
+
+absl::Status ServingReadiness::CheckApplied(GatedRead read, int32_t partition,
                                             int64_t offset) const {
+  const absl::string_view rpc = GatedReadName(read);
   // Applied(p) is the next offset not applied: offset o is applied iff
   // Applied(p) > o (-1, unknown, is below every offset).
   const KafkaIngest* ingest = ingest_.load(std::memory_order_acquire);
@@ -176,6 +245,22 @@ std::vector<prometheus::MetricFamily> ServingReadiness::Collect() const {
                            "after the first decision",
                            MetricType::Counter));
   AddSample(out.back(), {}, flips_.load(std::memory_order_relaxed));
+  out.push_back(MakeFamily("exposure_filter_reads_lagging_served_total",
+                           "reads answered although this copy lagged past "
+                           "--max_serving_lag, because the request set "
+                           "allow_lagging (a client's last try), by RPC",
+                           MetricType::Counter));
+  for (GatedRead read : {GatedRead::kFilterRecalled, GatedRead::kGetFilter,
+                         GatedRead::kGetUserStats, GatedRead::kExplain}) {
+    AddSample(out.back(), {{"rpc", std::string(GatedReadName(read))}},
+              lagging_answers(read));
+  }
+  out.push_back(MakeFamily(
+      "exposure_filter_reads_lagging_served_lag_seconds",
+      "the user's partition's lag each read answered past --max_serving_lag "
+      "was served at: what such an answer may miss",
+      MetricType::Histogram));
+  AddHistogram(out.back(), {}, lagging_answer_lag_ms_, 1e-3);
   return out;
 }
 

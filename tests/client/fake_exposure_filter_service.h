@@ -1,8 +1,9 @@
 // A scripted exposure.v1 service for client tests: fails the first N calls
 // with a chosen code (and, if set, an owner hint trailer), can hold a call
 // until released or cancelled by the client, answers GetFilter with whatever
-// the test sets and FilterRecalled by keeping every candidate. Counts every
-// call it sees (every attempt).
+// the test sets and FilterRecalled by keeping every candidate; `lagging`
+// plays a copy past --max_serving_lag (FilterRecalled UNAVAILABLE unless it
+// sets allow_lagging). Counts every call it sees (every attempt).
 #ifndef EXPOSURE_FILTER_TESTS_CLIENT_FAKE_EXPOSURE_FILTER_SERVICE_H_
 #define EXPOSURE_FILTER_TESTS_CLIENT_FAKE_EXPOSURE_FILTER_SERVICE_H_
 
@@ -26,6 +27,8 @@ class FakeExposureFilterService final
   std::atomic<bool> hold{false};
   absl::Notification release;
   std::atomic<int> cancelled{0};  // held calls the client gave up on
+  std::atomic<bool> lagging{false};
+  std::atomic<int> allow_lagging_calls{0};  // FilterRecalled with the flag
   // Set before the server serves (not synchronised).
   exposure::v1::GetFilterResponse get_filter_answer;
   std::string owner_hint;  // "x-exposure-owner" trailer on failures, if set
@@ -49,6 +52,18 @@ class FakeExposureFilterService final
   grpc::Status FilterRecalled(
       grpc::ServerContext* ctx, const exposure::v1::FilterRecalledRequest* req,
       exposure::v1::FilterRecalledResponse* resp) override {
+    if (req->allow_lagging()) ++allow_lagging_calls;
+    if (lagging) {
+      ++calls;
+      if (!req->allow_lagging()) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "FilterRecalled: this copy is lagging 1.3s behind");
+      }
+      *resp->mutable_kept_ids() = req->candidate_ids();
+      resp->mutable_staleness()->set_lag_ms(1300);
+      resp->mutable_staleness()->set_lagging(true);
+      return grpc::Status::OK;
+    }
     grpc::Status s = Enter(ctx);
     if (s.ok()) *resp->mutable_kept_ids() = req->candidate_ids();
     return s;

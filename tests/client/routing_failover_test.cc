@@ -4,7 +4,8 @@
 // per-try timeout, one unreachable port: the call succeeds on the other
 // owner inside its deadline. Hedging sends to owner 1 after the delay; both
 // owners down is UNAVAILABLE naming both; R = 1 is unchanged; other codes are
-// final unless an owner hint changes the placement. No wall-clock asserts:
+// final unless an owner hint changes the placement; the last owner's try
+// lets a lagging copy answer. No wall-clock asserts:
 // which replica was called, and the codes, say what happened.
 #include <memory>
 #include <string>
@@ -310,6 +311,57 @@ TEST_F(RoutingFailoverTest, WritesAreNeverHedged) {
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(fakes_[1]->calls, 0);
   EXPECT_EQ(router->stats().hedges, 0u);
+}
+
+TEST_F(RoutingFailoverTest, TheLastOwnersTryLetsALaggingCopyAnswer) {
+  fakes_[0]->lagging = true;
+  fakes_[1]->lagging = true;
+  auto router = Router(Options(2));
+  const exposure::v1::FilterRecalledRequest req = Recall();
+  auto r = router->FilterRecalled(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->kept_ids(), ElementsAre(7));
+  EXPECT_TRUE(r->staleness().lagging());
+  EXPECT_EQ(r->staleness().lag_ms(), 1300);
+  // Owner 0 was asked for a fresh answer, owner 1 (the last) for any.
+  EXPECT_EQ(fakes_[0]->calls, 1);
+  EXPECT_EQ(fakes_[0]->allow_lagging_calls, 0);
+  EXPECT_EQ(fakes_[1]->allow_lagging_calls, 1);
+  EXPECT_FALSE(req.allow_lagging());
+  const RoutingStats s = router->stats();
+  EXPECT_EQ(s.lagging_answers, 1u);
+  EXPECT_EQ(s.failovers, 1u);
+}
+
+TEST_F(RoutingFailoverTest, AHedgeToTheLastOwnerAllowsLaggingToo) {
+  fakes_[0]->hold = true;  // owner 0 never answers; no per-try timeout
+  fakes_[1]->lagging = true;
+  RoutingOptions o = Options(2);
+  o.failover.hedge_delay = absl::Milliseconds(50);
+  auto router = Router(o);
+  auto r = router->FilterRecalled(Recall());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->staleness().lagging());
+  EXPECT_EQ(fakes_[1]->allow_lagging_calls, 1);
+  EXPECT_EQ(router->stats().hedges, 1u);
+}
+
+TEST_F(RoutingFailoverTest, AFreshOwnerZeroIsNotAskedToAllowLagging) {
+  auto router = Router(Options(2));
+  auto r = router->FilterRecalled(Recall());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->staleness().lagging());
+  EXPECT_EQ(fakes_[0]->allow_lagging_calls, 0);
+  EXPECT_EQ(router->stats().lagging_answers, 0u);
+}
+
+// R = 1: the servers gate no reads, so the only try carries no flag (and
+// the request is not copied for it).
+TEST_F(RoutingFailoverTest, ASingleOwnerIsNotAskedToAllowLagging) {
+  auto router = Router(Options(1));
+  ASSERT_TRUE(router->FilterRecalled(Recall()).ok());
+  EXPECT_EQ(fakes_[0]->calls, 1);
+  EXPECT_EQ(fakes_[0]->allow_lagging_calls, 0);
 }
 
 TEST(RoutingFailoverOptionsTest, BadOptionsNameTheField) {

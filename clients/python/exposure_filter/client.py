@@ -171,6 +171,12 @@ class OwnersFailed(grpc.RpcError):
         return "%s: %s" % (self._code.name, self._message)
 
 
+# The reads a replicated server gates on its lag: they take allow_lagging
+# and answer with their staleness.
+_LAG_GATED_READS = frozenset(
+    ("FilterRecalled", "GetFilter", "GetUserStats", "Explain"))
+
+
 class RoutingClient:
     """The routing algorithm of docs/scale-out.md: one ExposureFilterClient
     per replica (replica i at index i), each call sent to the user's owner,
@@ -197,6 +203,13 @@ class RoutingClient:
     record_exposure's). A read given them as `min_offsets=` sends them; an
     owner that has not applied them answers UNAVAILABLE and the read fails
     over like any other UNAVAILABLE.
+
+    Least-stale reads: a read's try on the user's last owner (R >= 2; a
+    failover or a hedge) sets `allow_lagging`, so that copy answers even
+    when it lags past its --max_serving_lag instead of UNAVAILABLE; the
+    response's `staleness` says how far behind it was (`lag_ms` of the
+    user's partition, `lagging` when it answered past its bound), and
+    stats()["lagging_answers"] counts those answers.
 
         router = RoutingClient([ExposureFilterClient(connect(a))
                                 for a in addresses], partitions=12,
@@ -228,14 +241,17 @@ class RoutingClient:
         self._failovers = 0
         self._hedges = 0
         self._placement_updates = 0
+        self._lagging_answers = 0
         self._replica_errors = [0] * len(self.clients)
 
     def stats(self):
         """Counters since creation: failovers, hedges, placement_updates,
+        lagging_answers (reads a copy answered past its --max_serving_lag),
         replica_errors (failed tries per ordinal; cancelled hedges not)."""
         with self._lock:
             return {"failovers": self._failovers, "hedges": self._hedges,
                     "placement_updates": self._placement_updates,
+                    "lagging_answers": self._lagging_answers,
                     "replica_errors": list(self._replica_errors)}
 
     def replica_for_user(self, user_id):
@@ -297,7 +313,9 @@ class RoutingClient:
         hedge_delay = self.hedge_delay_s if hedge else None
         finished = queue.Queue()
         tries = []  # (replica, future), in start order
-        state = {"next": 0, "outstanding": 0, "hedge_at": None}
+        state = {"next": 0, "outstanding": 0, "hedge_at": None,
+                 "last_try": None}
+        lag_gated = rpc in _LAG_GATED_READS
 
         def launch():
             replica = owners[state["next"]]
@@ -306,7 +324,20 @@ class RoutingClient:
             budget = deadline - now
             if self.per_try_timeout_s is not None:
                 budget = min(budget, self.per_try_timeout_s)
-            future = self.clients[replica].future(rpc, request, budget)
+            sent = request
+            # The last of two or more owners: nobody is left after it, so a
+            # lagging copy's answer (saying how stale it is) beats a failed
+            # read. One owner (R = 1): such servers gate no reads.
+            if (lag_gated and len(owners) > 1
+                    and state["next"] == len(owners)
+                    and not request.allow_lagging):
+                if state["last_try"] is None:
+                    last_try = type(request)()
+                    last_try.CopyFrom(request)
+                    last_try.allow_lagging = True
+                    state["last_try"] = last_try
+                sent = state["last_try"]
+            future = self.clients[replica].future(rpc, sent, budget)
             tries.append((replica, future))
             state["outstanding"] += 1
             if hedge_delay is not None:
@@ -339,7 +370,14 @@ class RoutingClient:
             error = future.exception()
             if error is None:
                 cancel_rest()
-                return future.result()
+                result = future.result()
+                # getattr: a stand-in client may answer something else
+                # than the message (then it was not answered lagging).
+                staleness = getattr(result, "staleness", None)
+                if lag_gated and getattr(staleness, "lagging", False):
+                    with self._lock:
+                        self._lagging_answers += 1
+                return result
             if not isinstance(error, grpc.RpcError):
                 cancel_rest()
                 raise error

@@ -3,7 +3,8 @@ gRPC replicas in this process (P = 12, N = 3, R = 2): a user whose owner 0 is
 replica 0 has owners [0, 1]. One owner answering UNAVAILABLE, one hanging
 past the per-try timeout, one unreachable port: the call succeeds on the
 other owner inside its deadline; hedging sends to owner 1 after the delay;
-both down raises UNAVAILABLE naming both; R = 1 is unchanged. No wall-clock
+both down raises UNAVAILABLE naming both; R = 1 is unchanged; the last
+owner's try allows a lagging copy to answer. No wall-clock
 asserts: which replica was called, and the codes, say what happened.
 From clients/python/ (with build/python on PYTHONPATH):
     /usr/bin/python3 -m unittest -v tests.test_routing_failover
@@ -26,14 +27,16 @@ PARTITIONS, REPLICAS = 12, 3
 
 class _Replica:
     """A scripted replica: mode "ok", "unavailable", "invalid", "hang"
-    (until released or cancelled) or "hint" (FAILED_PRECONDITION carrying
-    `hint` as the owner trailer). Counts every call."""
+    (until released or cancelled), "hint" (FAILED_PRECONDITION carrying
+    `hint` as the owner trailer) or "lagging" (UNAVAILABLE unless the read
+    allows lagging, then an answer saying it lagged). Counts every call."""
 
     def __init__(self):
         self.mode = "ok"
         self.hint = ""
         self.calls = 0
         self.min_offsets = []  # per FilterRecalled call, as received
+        self.allow_lagging = []  # per FilterRecalled call, as received
         self.release = threading.Event()
         self._lock = threading.Lock()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -73,11 +76,22 @@ class _Replica:
 
     def _filter_recalled(self, request, context):
         self.min_offsets.append(dict(request.min_offsets))
+        self.allow_lagging.append(request.allow_lagging)
         if self.mode == "behind" and request.min_offsets:
             # A copy that has not applied the offsets.
             with self._lock:
                 self.calls += 1
             context.abort(grpc.StatusCode.UNAVAILABLE, "min_offsets: behind")
+        if self.mode == "lagging":
+            with self._lock:
+                self.calls += 1
+            if not request.allow_lagging:
+                context.abort(grpc.StatusCode.UNAVAILABLE,
+                              "this copy is lagging 1.3s behind")
+            return pb.FilterRecalledResponse(
+                kept_ids=request.candidate_ids,
+                staleness=pb.ReadStaleness(lag_ms=1300, partition=4,
+                                           lagging=True))
         self._enter(context)
         return pb.FilterRecalledResponse(kept_ids=request.candidate_ids)
 
@@ -139,7 +153,7 @@ class RoutingFailoverTest(unittest.TestCase):
         self.assertEqual(self.calls(), [1, 1, 0])
         self.assertEqual(router.stats(), {
             "failovers": 1, "hedges": 0, "placement_updates": 0,
-            "replica_errors": [1, 0, 0]})
+            "lagging_answers": 0, "replica_errors": [1, 0, 0]})
 
     def test_cancelled_by_the_owner_fails_over(self):
         # What a server shutting down answers a call that just arrived.
@@ -251,7 +265,7 @@ class RoutingFailoverTest(unittest.TestCase):
         self.assertEqual(self.calls(), [1, 1, 0])
         self.assertEqual(router.stats(), {
             "failovers": 0, "hedges": 1, "placement_updates": 0,
-            "replica_errors": [0, 0, 0]})
+            "lagging_answers": 0, "replica_errors": [0, 0, 0]})
 
     def test_no_hedge_when_owner_zero_answers_first(self):
         router = self.router(hedge_delay_s=20.0)
@@ -272,6 +286,34 @@ class RoutingFailoverTest(unittest.TestCase):
         self.assertEqual(self.replicas[0].min_offsets, [{}, {4: 12}])
         self.assertEqual(self.replicas[1].min_offsets, [{4: 12}])
         self.assertEqual(router.stats()["failovers"], 1)
+
+    def test_the_last_owners_try_lets_a_lagging_copy_answer(self):
+        self.replicas[0].mode = self.replicas[1].mode = "lagging"
+        router = self.router()
+        request = self.recall()
+        response = router.filter_recalled(request)
+        self.assertEqual(list(response.kept_ids), [7])
+        self.assertTrue(response.staleness.lagging)
+        self.assertEqual(response.staleness.lag_ms, 1300)
+        # Owner 0 was asked for a fresh answer, owner 1 (the last) for any.
+        self.assertEqual(self.replicas[0].allow_lagging, [False])
+        self.assertEqual(self.replicas[1].allow_lagging, [True])
+        self.assertFalse(request.allow_lagging)  # the caller's is unchanged
+        self.assertEqual(router.stats()["lagging_answers"], 1)
+        self.assertEqual(router.stats()["failovers"], 1)
+
+    def test_a_fresh_owner_zero_is_not_asked_to_allow_lagging(self):
+        router = self.router()
+        response = router.filter_recalled(self.recall())
+        self.assertFalse(response.staleness.lagging)
+        self.assertEqual(self.replicas[0].allow_lagging, [False])
+        self.assertEqual(router.stats()["lagging_answers"], 0)
+
+    def test_a_single_owner_is_not_asked_to_allow_lagging(self):
+        # R = 1: the servers gate no reads; the flag would change nothing.
+        router = self.router(replication_factor=1)
+        router.filter_recalled(self.recall())
+        self.assertEqual(self.replicas[0].allow_lagging, [False])
 
     def test_written_offsets_merge_the_owners_answers(self):
         router = self.router()
