@@ -36,21 +36,8 @@ using testing_util::FaultyDiskIo;
 constexpr int32_t kGood = 0;
 constexpr int32_t kSlow = 1;
 
-std::chrono::system_clock::time_point Deadline() {
-  return std::chrono::system_clock::now() + std::chrono::seconds(30);
-}
-
 // The first user "l-<i>" whose owners are exactly {kGood, kSlow}.
-std::string UserOfBoth() {
-  for (int i = 0;; ++i) {
-    std::string u = absl::StrCat("l-", i);
-    std::vector<int32_t> o =
-        OwnersOfUser(u, kPartitions, kReplicas, kReplication);
-    if ((o[0] == kGood && o[1] == kSlow) || (o[0] == kSlow && o[1] == kGood)) {
-      return u;
-    }
-  }
-}
+std::string UserOfBoth() { return UserOwnedBy("l-", kGood, kSlow); }
 
 class LaggingReadsTest : public ReplicatedClusterTest {
  protected:
@@ -81,7 +68,7 @@ class LaggingReadsTest : public ReplicatedClusterTest {
     e->add_item_ids(item);
     exposure::v1::RecordExposureResponse ignored;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     return stubs_[r]->RecordExposure(&ctx, req, resp ? resp : &ignored);
   }
 
@@ -94,7 +81,7 @@ class LaggingReadsTest : public ReplicatedClusterTest {
     req.set_allow_lagging(allow_lagging);
     for (const auto& [p, o] : min_offsets) (*req.mutable_min_offsets())[p] = o;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     return stubs_[r]->FilterRecalled(&ctx, req, resp);
   }
 
@@ -184,7 +171,7 @@ TEST_F(LaggingReadsTest, EveryGatedReadTakesAllowLagging) {
     req.set_allow_lagging(true);
     exposure::v1::GetFilterResponse out;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     const grpc::Status s = stubs_[kSlow]->GetFilter(&ctx, req, &out);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_TRUE(out.staleness().lagging());
@@ -195,7 +182,7 @@ TEST_F(LaggingReadsTest, EveryGatedReadTakesAllowLagging) {
     req.set_allow_lagging(true);
     exposure::v1::GetUserStatsResponse out;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     const grpc::Status s = stubs_[kSlow]->GetUserStats(&ctx, req, &out);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_TRUE(out.staleness().lagging());
@@ -207,7 +194,7 @@ TEST_F(LaggingReadsTest, EveryGatedReadTakesAllowLagging) {
     req.set_allow_lagging(true);
     exposure::v1::ExplainResponse out;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     const grpc::Status s = stubs_[kSlow]->Explain(&ctx, req, &out);
     ASSERT_TRUE(s.ok()) << s.error_message();
     EXPECT_TRUE(out.staleness().lagging());
@@ -350,7 +337,7 @@ TEST(LaggingReadsStandaloneTest, AServerThatIsNotReplicatedIgnoresTheFlag) {
   req.set_allow_lagging(true);
   exposure::v1::FilterRecalledResponse out;
   grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline());
+  ctx.set_deadline(RpcDeadline());
   ASSERT_TRUE(stub->FilterRecalled(&ctx, req, &out).ok());
   EXPECT_FALSE(out.has_staleness());
 }

@@ -2,19 +2,25 @@
 // cluster with one topic, and N = 3 real servers in-process, P = 6, R = 2,
 // each with its own data dir. replicated_ingest_test.cc (placement),
 // replicated_writes_test.cc (writes through the log) and
-// replicated_reads_test.cc (lag-gated reads) use it.
+// replicated_reads_test.cc (lag-gated reads) and lagging_reads_test.cc
+// (least-stale reads) use it.
 #ifndef EXPOSURE_FILTER_TESTS_INGEST_REPLICATED_CLUSTER_TEST_BASE_H_
 #define EXPOSURE_FILTER_TESTS_INGEST_REPLICATED_CLUSTER_TEST_BASE_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "exposure_filter/partitioning.h"
 #include "gtest/gtest.h"
 #include "src/server/exposure_filter_server.h"
 #include "src/store/clock.h"
@@ -39,6 +45,21 @@ bool WaitFor(Pred pred) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   return pred();
+}
+
+// A deadline for one RPC of a test (as generous as kPatience's reasons).
+inline std::chrono::system_clock::time_point RpcDeadline() {
+  return std::chrono::system_clock::now() + std::chrono::seconds(30);
+}
+
+// The first user "<prefix><i>" whose owners are exactly replicas a and b.
+inline std::string UserOwnedBy(absl::string_view prefix, int32_t a, int32_t b) {
+  for (int i = 0;; ++i) {
+    std::string u = absl::StrCat(prefix, i);
+    std::vector<int32_t> o =
+        OwnersOfUser(u, kPartitions, kReplicas, kReplication);
+    if ((o[0] == a && o[1] == b) || (o[0] == b && o[1] == a)) return u;
+  }
 }
 
 class ReplicatedClusterTest : public ::testing::Test {

@@ -38,21 +38,8 @@ using testing_util::FaultyDiskIo;
 constexpr int32_t kGood = 0;
 constexpr int32_t kSlow = 1;
 
-std::chrono::system_clock::time_point Deadline() {
-  return std::chrono::system_clock::now() + std::chrono::seconds(30);
-}
-
 // The first user "r-<i>" whose owners are exactly {kGood, kSlow}.
-std::string UserOfBoth() {
-  for (int i = 0;; ++i) {
-    std::string u = absl::StrCat("r-", i);
-    std::vector<int32_t> o =
-        OwnersOfUser(u, kPartitions, kReplicas, kReplication);
-    if ((o[0] == kGood && o[1] == kSlow) || (o[0] == kSlow && o[1] == kGood)) {
-      return u;
-    }
-  }
-}
+std::string UserOfBoth() { return UserOwnedBy("r-", kGood, kSlow); }
 
 class ReplicatedReadsTest : public ReplicatedClusterTest {
  protected:
@@ -77,7 +64,7 @@ class ReplicatedReadsTest : public ReplicatedClusterTest {
     req.set_service("exposure.v1.ExposureFilter");
     HealthCheckResponse resp;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     if (!stub->Check(&ctx, req, &resp).ok())
       return HealthCheckResponse::UNKNOWN;
     return resp.status();
@@ -93,7 +80,7 @@ class ReplicatedReadsTest : public ReplicatedClusterTest {
     e->set_user_id(user);
     e->add_item_ids(item);
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     return stubs_[r]->RecordExposure(&ctx, req, resp);
   }
   // FilterRecalled of one item with `min_offsets`; *removed as Recall.
@@ -106,7 +93,7 @@ class ReplicatedReadsTest : public ReplicatedClusterTest {
     for (const auto& [p, o] : min_offsets) (*req.mutable_min_offsets())[p] = o;
     exposure::v1::FilterRecalledResponse resp;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     const grpc::Status s = stubs_[r]->FilterRecalled(&ctx, req, &resp);
     *removed = s.ok() && resp.kept_ids_size() == 0;
     return s;
@@ -159,7 +146,7 @@ TEST_F(ReplicatedReadsTest, ACopyThatCannotApplyTheLogStopsServingReads) {
     req.set_user_id(user);
     exposure::v1::GetFilterResponse out;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     EXPECT_EQ(stubs_[kSlow]->GetFilter(&ctx, req, &out).error_code(),
               grpc::StatusCode::UNAVAILABLE);
   }
@@ -168,7 +155,7 @@ TEST_F(ReplicatedReadsTest, ACopyThatCannotApplyTheLogStopsServingReads) {
     req.set_user_id(user);
     exposure::v1::GetUserStatsResponse out;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     EXPECT_EQ(stubs_[kSlow]->GetUserStats(&ctx, req, &out).error_code(),
               grpc::StatusCode::UNAVAILABLE);
   }
@@ -178,7 +165,7 @@ TEST_F(ReplicatedReadsTest, ACopyThatCannotApplyTheLogStopsServingReads) {
     req.add_item_ids(2);
     exposure::v1::ExplainResponse out;
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(RpcDeadline());
     EXPECT_EQ(stubs_[kSlow]->Explain(&ctx, req, &out).error_code(),
               grpc::StatusCode::UNAVAILABLE);
   }
