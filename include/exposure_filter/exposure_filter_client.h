@@ -107,6 +107,11 @@ class ExposureFilterClient {
   // The generated stub, for callers that drive calls themselves with their
   // own contexts (routing_client.cc: per-try deadlines, hedging, cancel).
   exposure::v1::ExposureFilter::Stub* stub() const { return stub_.get(); }
+  // The channel, for a session stream to the same server
+  // (routing_filter_replica.h).
+  const std::shared_ptr<grpc::ChannelInterface>& channel() const {
+    return channel_;
+  }
 
  private:
   template <typename Request, typename Response, typename Method>

@@ -24,7 +24,9 @@
 //
 // Memory is bounded by `max_bytes` (filters and pushed items of all users):
 // past it the least recently checked user is unsubscribed and dropped.
-// Thread-safe; one replica per server (per owner, with scale-out).
+// Thread-safe; one replica per server. Across a replicated cluster,
+// RoutingFilterReplica (routing_filter_replica.h) keeps one per owner and
+// moves a user to the next owner when its owner's stream breaks.
 #ifndef EXPOSURE_FILTER_FILTER_REPLICA_H_
 #define EXPOSURE_FILTER_FILTER_REPLICA_H_
 
@@ -59,6 +61,10 @@ struct FilterReplicaOptions {
   size_t compact_after_items = 4096;
   // Wait before reconnecting a stream that ended.
   absl::Duration reconnect_backoff = absl::Milliseconds(100);
+  // Ping even while no user is held. A replica pings only to keep its users
+  // fresh; one that a router keeps for a user's next owner holds nobody
+  // until a failover, and must still know whether its server answers.
+  bool ping_when_idle = false;
 };
 
 // Positive durations, ping_interval < max_staleness, max_bytes >= 1 MiB,
@@ -100,6 +106,8 @@ struct FilterReplicaStats {
   }
 };
 
+class PulledFilter;
+
 class FilterReplica {
  public:
   // Opens the stream on `channel` (the server, or one owner).
@@ -135,6 +143,32 @@ class FilterReplica {
   void Reconnect();
 
   FilterReplicaStats stats() const;
+
+  // For a router that keeps one replica per owner (routing_filter_replica.h).
+  //
+  // Answers from the local copy and returns true when Check would; else
+  // returns false having only (re)subscribed the user (and counted why), and
+  // the caller answers through mode A itself. A user's first check waits
+  // for its snapshot as Check does. `fresh_since` (steady_clock time, as
+  // MonotonicTime() reads it): answer only on a pong to a ping sent at or
+  // after it, which orders the answer after every write the server had
+  // applied by then (a read-your-writes point). `seed`: a snapshot filter
+  // another owner's replica held for the user, adopted when this replica
+  // holds none, so the subscribe carries its version as if_version (an
+  // owner whose copy has the same version answers not_modified, no bytes).
+  bool CheckLocal(absl::string_view surface, absl::string_view user_id,
+                  absl::Span<const uint64_t> ids,
+                  absl::Span<const std::string> keys, uint8_t* keep,
+                  absl::Time fresh_since,
+                  std::shared_ptr<const PulledFilter> seed);
+  // The stream is open, the server answered a ping sent within
+  // max(1 s, 10 x max_staleness) (the silence after which the replica
+  // reconnects) and did not say it lags: a user can be served here.
+  bool Serving() const;
+  // Forgets the user (as Forget) and returns the snapshot filter held for
+  // it, or null.
+  std::shared_ptr<const PulledFilter> Release(absl::string_view surface,
+                                              absl::string_view user_id);
 
   class Impl;
 

@@ -67,7 +67,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -191,8 +193,10 @@ class RoutingClient {
 
   RoutedRecordResult RecordExposure(
       const exposure::v1::RecordExposureRequest& request) const;
+  // *answered_by (if set): the replica whose answer is returned.
   absl::StatusOr<exposure::v1::FilterRecalledResponse> FilterRecalled(
-      const exposure::v1::FilterRecalledRequest& request) const;
+      const exposure::v1::FilterRecalledRequest& request,
+      int32_t* answered_by = nullptr) const;
   absl::StatusOr<exposure::v1::GetFilterResponse> GetFilter(
       const exposure::v1::GetFilterRequest& request) const;
   absl::StatusOr<exposure::v1::GetUserStatsResponse> GetUserStats(
@@ -204,6 +208,12 @@ class RoutingClient {
   // Every replica's stats, in ordinal order (the first failure if any).
   absl::StatusOr<std::vector<exposure::v1::GetServerStatsResponse>>
   GetServerStats() const;
+
+  // Read-your-writes on: the offset this client's latest write of
+  // `user_id` got in the user's partition (what its reads carry as
+  // min_offsets), and the partition; nullopt when none is remembered.
+  std::optional<std::pair<int32_t, int64_t>> WrittenOffset(
+      absl::string_view user_id) const;
 
   // A status from replica `replica` turned into a routing diagnosis when it
   // carries an OwnerHint (see above); other statuses pass unchanged.

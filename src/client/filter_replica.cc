@@ -21,11 +21,46 @@ bool FilterReplica::Impl::FreshLocked(absl::Time now) const {
          clock_.ref_sent >= now - options_.max_staleness;
 }
 
+bool FilterReplica::Impl::Serving() const {
+  absl::MutexLock lock(&mu_);
+  return call_ != nullptr && !call_->ended() && !clock_.lagging &&
+         clock_.ref_sent >= MonotonicTime() - Silence();
+}
+
+std::shared_ptr<const PulledFilter> FilterReplica::Impl::Release(
+    absl::string_view surface, absl::string_view user_id) {
+  std::shared_ptr<Entry> e = Find(surface, user_id);
+  if (e == nullptr) return nullptr;
+  std::shared_ptr<const PulledFilter> filter;
+  {
+    absl::MutexLock lock(&e->mu);
+    filter = e->filter;
+  }
+  Forget(surface, user_id);
+  return filter;
+}
+
 absl::Status FilterReplica::Impl::Check(absl::string_view surface,
                                         absl::string_view user_id,
                                         absl::Span<const uint64_t> ids,
                                         absl::Span<const std::string> keys,
                                         uint8_t* keep, CheckPath* path) {
+  if (TryLocal(surface, user_id, ids, keys, keep, absl::InfinitePast(),
+               nullptr)) {
+    if (path != nullptr) *path = CheckPath::kLocal;
+    return absl::OkStatus();
+  }
+  absl::Status s = ModeA(surface, user_id, ids, keys, keep, path);
+  if (!s.ok()) n_.failed.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+bool FilterReplica::Impl::TryLocal(absl::string_view surface,
+                                   absl::string_view user_id,
+                                   absl::Span<const uint64_t> ids,
+                                   absl::Span<const std::string> keys,
+                                   uint8_t* keep, absl::Time fresh_since,
+                                   std::shared_ptr<const PulledFilter> seed) {
   const size_t n = ids.size() + keys.size();
   const std::string key = EntryKey(surface, user_id);
   std::shared_ptr<Entry> e = GetOrCreate(key, surface, user_id);
@@ -35,6 +70,14 @@ absl::Status FilterReplica::Impl::Check(absl::string_view surface,
   bool first = false;
   {
     absl::MutexLock lock(&e->mu);
+    if (seed != nullptr && e->filter == nullptr && !e->subscribed) {
+      // Another owner's snapshot: not trusted here (synced stays false),
+      // only offered as if_version. The same version on this owner's copy
+      // is the same bytes (the version is their checksum).
+      e->filter = std::move(seed);
+      e->version = e->filter->version();
+      e->view = e->filter->view();
+    }
     const absl::Time now = MonotonicTime();
     if (call != nullptr && !e->subscribed) {
       first = e->filter == nullptr && !e->synced;
@@ -64,7 +107,7 @@ absl::Status FilterReplica::Impl::Check(absl::string_view surface,
   {
     absl::MutexLock lock(&mu_);
     clock = clock_;
-    fresh = FreshLocked(MonotonicTime());
+    fresh = FreshLocked(MonotonicTime()) && clock_.ref_sent >= fresh_since;
   }
   // Hash once (the batch kernel), outside any lock.
   thread_local std::vector<uint64_t> hashes;
@@ -98,14 +141,11 @@ absl::Status FilterReplica::Impl::Check(absl::string_view surface,
           }
         }
         n_.local.fetch_add(1, std::memory_order_relaxed);
-        if (path != nullptr) *path = CheckPath::kLocal;
-        return absl::OkStatus();
+        return true;
       }
     }
   }
-  absl::Status s = ModeA(surface, user_id, ids, keys, keep, path);
-  if (!s.ok()) n_.failed.fetch_add(1, std::memory_order_relaxed);
-  return s;
+  return false;
 }
 
 absl::Status FilterReplica::Impl::ModeA(absl::string_view surface,
@@ -249,6 +289,23 @@ absl::Status FilterReplica::Check(absl::string_view surface,
                                   absl::Span<const std::string> keys,
                                   uint8_t* keep, CheckPath* path) {
   return impl_->Check(surface, user_id, ids, keys, keep, path);
+}
+
+bool FilterReplica::CheckLocal(absl::string_view surface,
+                               absl::string_view user_id,
+                               absl::Span<const uint64_t> ids,
+                               absl::Span<const std::string> keys,
+                               uint8_t* keep, absl::Time fresh_since,
+                               std::shared_ptr<const PulledFilter> seed) {
+  return impl_->TryLocal(surface, user_id, ids, keys, keep, fresh_since,
+                         std::move(seed));
+}
+
+bool FilterReplica::Serving() const { return impl_->Serving(); }
+
+std::shared_ptr<const PulledFilter> FilterReplica::Release(
+    absl::string_view surface, absl::string_view user_id) {
+  return impl_->Release(surface, user_id);
 }
 
 absl::Status FilterReplica::Sync() { return impl_->Sync(); }

@@ -6,6 +6,7 @@
 #ifndef EXPOSURE_FILTER_SRC_CLIENT_FILTER_REPLICA_IMPL_H_
 #define EXPOSURE_FILTER_SRC_CLIENT_FILTER_REPLICA_IMPL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <list>
@@ -151,6 +152,16 @@ class FilterReplica::Impl final : public SessionCall::Listener {
                      absl::Span<const uint64_t> ids,
                      absl::Span<const std::string> keys, uint8_t* keep,
                      CheckPath* path);
+  // Check's local half: true when answered from the copy (see
+  // FilterReplica::CheckLocal).
+  bool TryLocal(absl::string_view surface, absl::string_view user_id,
+                absl::Span<const uint64_t> ids,
+                absl::Span<const std::string> keys, uint8_t* keep,
+                absl::Time fresh_since,
+                std::shared_ptr<const PulledFilter> seed);
+  bool Serving() const;
+  std::shared_ptr<const PulledFilter> Release(absl::string_view surface,
+                                              absl::string_view user_id);
   absl::Status Sync();
   FilterReplicaStats Stats() const;
   void Forget(absl::string_view surface, absl::string_view user_id);
@@ -190,6 +201,10 @@ class FilterReplica::Impl final : public SessionCall::Listener {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(const std::vector<std::shared_ptr<Entry>>& victims);
   bool FreshLocked(absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // How long pings may go unanswered before the stream is taken as stuck.
+  absl::Duration Silence() const {
+    return std::max(absl::Seconds(1), 10 * options_.max_staleness);
+  }
   absl::Status ModeA(absl::string_view surface, absl::string_view user_id,
                      absl::Span<const uint64_t> ids,
                      absl::Span<const std::string> keys, uint8_t* keep,

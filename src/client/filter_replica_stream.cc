@@ -282,12 +282,12 @@ void FilterReplica::Impl::PingLoop() {
       reconnect = (call == nullptr || call->ended()) && now >= reconnect_at_;
       // Pings unanswered for long: the server or the connection is stuck
       // (a broken connection can take keepalive's minutes to notice).
-      const absl::Duration silence =
-          std::max(absl::Seconds(1), 10 * options_.max_staleness);
       for (const auto& [id, sent] : pings_) {
-        if (now - sent > silence) reconnect = true;
+        if (now - sent > Silence()) reconnect = true;
       }
-      if (lru_.empty()) call = nullptr;  // nothing to keep fresh
+      // Nothing to keep fresh (unless a router needs to know the server
+      // answers).
+      if (lru_.empty() && !options_.ping_when_idle) call = nullptr;
     }
     if (reconnect) {
       Reconnect();

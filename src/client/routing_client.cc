@@ -368,11 +368,23 @@ RoutedRecordResult RoutingClient::RecordExposure(
 
 absl::StatusOr<exposure::v1::FilterRecalledResponse>
 RoutingClient::FilterRecalled(
-    const exposure::v1::FilterRecalledRequest& request) const {
+    const exposure::v1::FilterRecalledRequest& request,
+    int32_t* answered_by) const {
   v1::FilterRecalledRequest with_token;
   return Failover<v1::FilterRecalledRequest, v1::FilterRecalledResponse>(
       request.user_id(), OwnersForUser(request.user_id()),
-      WithToken(request, &with_token), kFilterRecalled, /*hedge=*/true);
+      WithToken(request, &with_token), kFilterRecalled, /*hedge=*/true,
+      answered_by);
+}
+
+std::optional<std::pair<int32_t, int64_t>> RoutingClient::WrittenOffset(
+    absl::string_view user_id) const {
+  if (tokens_ == nullptr) return std::nullopt;
+  const int32_t p =
+      KafkaPartitionForKey({user_id.data(), user_id.size()}, partitions_);
+  const std::optional<int64_t> offset = tokens_->Lookup(user_id, p);
+  if (!offset.has_value()) return std::nullopt;
+  return std::make_pair(p, *offset);
 }
 
 absl::StatusOr<exposure::v1::GetFilterResponse> RoutingClient::GetFilter(
