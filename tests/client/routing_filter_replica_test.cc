@@ -2,7 +2,7 @@
 // R = 2, P = 6, librdkafka's mock cluster: tests/ingest's fixture): checks
 // are answered by owner 0's local copy; when owner 0's server goes away the
 // user moves to owner 1, resubscribed with the version held, and no check
-// misses a written item meanwhile; with read-your-writes a check right
+// misses a written item meanwhile (pushed ones included); with read-your-writes a check right
 // after the client's own write never misses it.
 #include "exposure_filter/routing_filter_replica.h"
 
@@ -159,6 +159,53 @@ TEST_F(RoutingFilterReplicaTest, OwnerGoneMovesTheUserWithItsVersion) {
   // owner 1's too (same writes, same bytes): no filter was sent again.
   EXPECT_EQ(s.replicas[owners[1]].not_modified, 1u);
   EXPECT_EQ(s.replicas[owners[1]].snapshots, 1u);
+}
+
+TEST_F(RoutingFilterReplicaTest, OwnerGoneLosesNoPushedItem) {
+  StartAll();
+  const std::string user = UserOwnedBy("e-", 0, 1);
+  const std::vector<int32_t> owners =
+      OwnersOfUser(user, kPartitions, kReplicas, kReplication);
+  std::unique_ptr<RoutingClient> router = Router(false);
+  std::unique_ptr<RoutingFilterReplica> replica = Replica(router.get());
+  std::vector<uint64_t> written = {31};
+  ASSERT_TRUE(Write(*router, user, 31).ok());
+  int missed = 1;
+  CheckPath path = CheckPath::kUnary;
+  int32_t served_by = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    return CheckAll(*replica, user, written, &missed, &path, &served_by).ok() &&
+           missed == 0 && path == CheckPath::kLocal;
+  }));
+  // Items that reach owner 0's replica as pushes, not in the snapshot it
+  // holds: the copy that moves to owner 1 lacks them, so owner 1 must not
+  // be trusted before its own snapshot.
+  for (uint64_t item : {32, 33, 34}) {
+    ASSERT_TRUE(Write(*router, user, item).ok());
+    written.push_back(item);
+  }
+  bool removed = false;
+  for (int32_t o : owners) {
+    ASSERT_TRUE(
+        WaitFor([&] { return Recall(o, user, 34, &removed).ok() && removed; }));
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    return CheckAll(*replica, user, written, &missed, &path, &served_by).ok() &&
+           missed == 0 && path == CheckPath::kLocal;
+  }));
+  ASSERT_GE(replica->stats().replicas[owners[0]].pushes, 1u);
+  servers_[owners[0]].reset();
+  bool local_on_next = false;
+  const absl::Time until = absl::Now() + kPatience;
+  for (int checks = 0; !local_on_next && absl::Now() < until; ++checks) {
+    const absl::Status s =
+        CheckAll(*replica, user, written, &missed, &path, &served_by);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(missed, 0) << "check " << checks;
+    local_on_next = path == CheckPath::kLocal && served_by == owners[1];
+  }
+  ASSERT_TRUE(local_on_next);
+  EXPECT_EQ(replica->stats().moves, 1u);
 }
 
 TEST_F(RoutingFilterReplicaTest, BrokenStreamResyncsWithoutAMiss) {
