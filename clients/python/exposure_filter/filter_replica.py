@@ -198,6 +198,9 @@ class _Stream:
             self._requests.put(None)
             self.replica._on_ended(self, code)  # pylint: disable=protected-access
 
+    def close_writes(self):
+        self._requests.put(None)
+
     def cancel(self):
         self._requests.put(None)
         if self._call is not None:
@@ -307,10 +310,15 @@ class FilterReplica:
                        and self._live_stream() is not None
                        and self._wait(deadline)):
                     pass
-            keep = self._local(e, hashes)
-            if keep is not None:
+            copy = self._local_copy(e)
+            if copy is not None:
                 self._n["local_checks"] += 1
-                return keep, LOCAL
+        if copy is not None:
+            # Outside the lock, so the reader thread applies what arrives
+            # meanwhile: the view is never changed in place (aging and
+            # snapshots replace it), and pushes only add to the items, so
+            # the answer is the copy's at the decision or later.
+            return _answer(copy, hashes), LOCAL
         try:
             # Mode A has its own timeout, whatever the wait above took.
             return self._mode_a(surface, user_id, ids, keys,
@@ -388,6 +396,10 @@ class FilterReplica:
         self._stop.set()
         self._pinger.join()
         if stream is not None:
+            # Half-close: the server drops the stream's subscriptions and
+            # ends it with OK; cancel only if it does not.
+            stream.close_writes()
+            stream.join(1.0)
             stream.cancel()
             stream.join(5.0)
 
@@ -443,6 +455,12 @@ class FilterReplica:
     def _local(self, e, hashes):
         """The local answer, or None (counted) when the copy cannot give
         it. Lock held."""
+        copy = self._local_copy(e)
+        return None if copy is None else _answer(copy, hashes)
+
+    def _local_copy(self, e):
+        """(view, pushed items) to answer from, or None (counted) when the
+        copy cannot be trusted. Lock held."""
         now = time.monotonic()
         if not e.synced:
             self._n["not_synced"] += 1
@@ -460,12 +478,7 @@ class FilterReplica:
             # cannot be told until a pong shows its clock past it.
             self._n["aging"] += 1
             return None
-        keep = (e.view.keep_mask_hashes(hashes) if e.view is not None
-                else [True] * len(hashes))
-        if e.pushed:
-            pushed = e.pushed
-            keep = [k and h not in pushed for k, h in zip(keep, hashes)]
-        return keep
+        return e.view, e.pushed
 
     def _mode_a(self, surface, user_id, ids, keys, deadline):
         request = pb.FilterRecalledRequest(
@@ -752,6 +765,17 @@ class FilterReplica:
                     self._send_ping(stream)
             if reconnect:
                 self.reconnect()
+
+
+def _answer(copy, hashes):
+    """keep[i] from a user's copy: not claimed by a live slice of the
+    snapshot's filter, and not pushed since."""
+    view, pushed = copy
+    keep = (view.keep_mask_hashes(hashes) if view is not None
+            else [True] * len(hashes))
+    if pushed:
+        keep = [k and h not in pushed for k, h in zip(keep, hashes)]
+    return keep
 
 
 def _unpack(mask, n):

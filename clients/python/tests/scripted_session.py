@@ -66,6 +66,8 @@ class ScriptedCall:
             else:
                 answer.request_id = r.request_id
                 self.send(answer)
+        # The client half-closed: a server ends the stream with OK.
+        self.end(grpc.StatusCode.OK)
 
     # The test's side.
     def send(self, response):
