@@ -12,12 +12,14 @@ package efclient
 
 import (
 	"context"
-	"fmt"
+	"math/rand"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	pb "exposurefilter/v1"
 )
@@ -26,27 +28,12 @@ import (
 // tries together), as the C++ ClientOptions::deadline and Python timeout_s.
 const DefaultTimeout = 500 * time.Millisecond
 
-const service = "exposure.v1.ExposureFilter"
-
-// RetryServiceConfig is the service config retrying UNAVAILABLE on every
-// RPC (every exposure.v1 RPC is safe to repeat), as the C++ and Python
-// clients set it. gRPC caps attempts at 5. Debian's grpc-go 1.33 applies
-// a retryPolicy only with GRPC_GO_RETRY=on in the environment; without it
-// the policy is ignored and RoutingClient's failover still moves to the
-// next owner.
-func RetryServiceConfig(maxAttempts int) string {
-	if maxAttempts <= 1 {
-		return "{}"
-	}
-	return fmt.Sprintf(`{"methodConfig":[{"name":[{"service":%q}],"retryPolicy":{`+
-		`"maxAttempts":%d,"initialBackoff":"0.05s","maxBackoff":"1s",`+
-		`"backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`, service, maxAttempts)
-}
-
-// Dial opens a channel to target with the retry policy (3 attempts) and a
-// reconnect backoff of 100 ms growing to 1 s (gRPC's defaults, 1 s to
-// 120 s, leave a restarted replica unreachable to the client for long).
-// creds nil means plaintext. Extra options are appended.
+// Dial opens a channel to target with a reconnect backoff of 100 ms
+// growing to 1 s (gRPC's defaults, 1 s to 120 s, leave a restarted replica
+// unreachable to the client for long). creds nil means plaintext. Extra
+// options are appended. Retries are Client's (below), not the channel's:
+// Debian's grpc-go 1.33 applies a service config retryPolicy only with
+// GRPC_GO_RETRY=on in the environment.
 func Dial(target string, creds credentials.TransportCredentials, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	security := grpc.WithInsecure() // grpc-go 1.33 has no credentials/insecure
 	if creds != nil {
@@ -57,23 +44,59 @@ func Dial(target string, creds credentials.TransportCredentials, opts ...grpc.Di
 	bc.MaxDelay = time.Second
 	all := append([]grpc.DialOption{
 		security,
-		grpc.WithDefaultServiceConfig(RetryServiceConfig(3)),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: time.Second}),
 	}, opts...)
 	return grpc.Dial(target, all...)
 }
 
 // Client is one replica's client: one method per RPC, each with the
-// context's deadline or, when it has none, Timeout. Errors are the
-// server's gRPC status errors as they came (status.Code, status.Convert).
+// context's deadline or, when it has none, Timeout (all attempts
+// together). UNAVAILABLE is retried on the same server, at most
+// MaxAttempts attempts in all, after 50 ms, 100 ms, ... (x2, at most 1 s,
+// ±20% jitter), while the deadline allows; every exposure.v1 RPC is safe to
+// repeat. This is the C++ and Python clients' channel retry policy. Errors
+// are the server's gRPC status errors as they came (status.Code,
+// status.Convert).
 type Client struct {
-	Stub    pb.ExposureFilterClient
-	Timeout time.Duration // when the context has no deadline; 0 = DefaultTimeout
+	Stub        pb.ExposureFilterClient
+	Timeout     time.Duration // when the context has no deadline; 0 = DefaultTimeout
+	MaxAttempts int           // 1..5; 0 = 3
 }
 
 // NewClient wraps a channel (a *grpc.ClientConn from Dial).
 func NewClient(cc grpc.ClientConnInterface) *Client {
 	return &Client{Stub: pb.NewExposureFilterClient(cc)}
+}
+
+// invoke runs one call with the deadline and the UNAVAILABLE retries.
+func invoke[Resp any](c *Client, ctx context.Context, call func(context.Context) (Resp, error)) (Resp, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	attempts := c.MaxAttempts
+	if attempts <= 0 {
+		attempts = 3
+	} else if attempts > 5 {
+		attempts = 5
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		resp, err := call(ctx)
+		if err == nil || attempt == attempts || status.Code(err) != codes.Unavailable {
+			return resp, err
+		}
+		wait := time.Duration(float64(backoff) * (0.8 + 0.4*rand.Float64()))
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return resp, err
+		case <-time.After(wait):
+		}
+		if backoff *= 2; backoff > time.Second {
+			backoff = time.Second
+		}
+	}
 }
 
 func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -88,43 +111,43 @@ func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) 
 }
 
 func (c *Client) RecordExposure(ctx context.Context, req *pb.RecordExposureRequest, opts ...grpc.CallOption) (*pb.RecordExposureResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	return c.Stub.RecordExposure(ctx, req, opts...)
+	return invoke(c, ctx, func(ctx context.Context) (*pb.RecordExposureResponse, error) {
+		return c.Stub.RecordExposure(ctx, req, opts...)
+	})
 }
 
 func (c *Client) FilterRecalled(ctx context.Context, req *pb.FilterRecalledRequest, opts ...grpc.CallOption) (*pb.FilterRecalledResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	return c.Stub.FilterRecalled(ctx, req, opts...)
+	return invoke(c, ctx, func(ctx context.Context) (*pb.FilterRecalledResponse, error) {
+		return c.Stub.FilterRecalled(ctx, req, opts...)
+	})
 }
 
 func (c *Client) GetFilter(ctx context.Context, req *pb.GetFilterRequest, opts ...grpc.CallOption) (*pb.GetFilterResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	return c.Stub.GetFilter(ctx, req, opts...)
+	return invoke(c, ctx, func(ctx context.Context) (*pb.GetFilterResponse, error) {
+		return c.Stub.GetFilter(ctx, req, opts...)
+	})
 }
 
 func (c *Client) GetUserStats(ctx context.Context, req *pb.GetUserStatsRequest, opts ...grpc.CallOption) (*pb.GetUserStatsResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	return c.Stub.GetUserStats(ctx, req, opts...)
+	return invoke(c, ctx, func(ctx context.Context) (*pb.GetUserStatsResponse, error) {
+		return c.Stub.GetUserStats(ctx, req, opts...)
+	})
 }
 
 func (c *Client) DeleteUser(ctx context.Context, req *pb.DeleteUserRequest, opts ...grpc.CallOption) (*pb.DeleteUserResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	return c.Stub.DeleteUser(ctx, req, opts...)
+	return invoke(c, ctx, func(ctx context.Context) (*pb.DeleteUserResponse, error) {
+		return c.Stub.DeleteUser(ctx, req, opts...)
+	})
 }
 
 func (c *Client) GetServerStats(ctx context.Context, opts ...grpc.CallOption) (*pb.GetServerStatsResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	return c.Stub.GetServerStats(ctx, &pb.GetServerStatsRequest{}, opts...)
+	return invoke(c, ctx, func(ctx context.Context) (*pb.GetServerStatsResponse, error) {
+		return c.Stub.GetServerStats(ctx, &pb.GetServerStatsRequest{}, opts...)
+	})
 }
 
 func (c *Client) Explain(ctx context.Context, req *pb.ExplainRequest, opts ...grpc.CallOption) (*pb.ExplainResponse, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	return c.Stub.Explain(ctx, req, opts...)
+	return invoke(c, ctx, func(ctx context.Context) (*pb.ExplainResponse, error) {
+		return c.Stub.Explain(ctx, req, opts...)
+	})
 }

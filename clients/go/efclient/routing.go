@@ -152,6 +152,10 @@ type RoutingOptions struct {
 	// PerTryTimeout bounds one try (0: a try may use the whole deadline).
 	// Set it above the read's p99, below Timeout / R.
 	PerTryTimeout time.Duration
+	// MaxAttempts is each replica's Client.MaxAttempts: UNAVAILABLE is
+	// retried on the same replica inside each try before the client fails
+	// over (0 = 3; with R >= 2, 1 or 2 moves to the healthy copy sooner).
+	MaxAttempts int
 	// ReadYourWrites remembers, per user, the Kafka offset its own
 	// RecordExposure / DeleteUser got in the user's partition and sends it
 	// as min_offsets with that user's later reads (unless the request has
@@ -217,7 +221,9 @@ func NewRoutingClient(replicas []grpc.ClientConnInterface, opts RoutingOptions) 
 	}
 	c.replication.Store(int32(r))
 	for _, cc := range replicas {
-		c.replicas = append(c.replicas, NewClient(cc))
+		cl := NewClient(cc)
+		cl.MaxAttempts = opts.MaxAttempts
+		c.replicas = append(c.replicas, cl)
 	}
 	if opts.ReadYourWrites {
 		max := opts.MaxTokenUsers

@@ -164,6 +164,35 @@ func TestFailsOverOnUnavailableToTheNextOwner(t *testing.T) {
 	}
 }
 
+func TestClientRetriesUnavailableOnTheSameServer(t *testing.T) {
+	fakes, conns := cluster(t, 1)
+	calls := 0
+	fakes[0].answer = func(string, proto.Message) (proto.Message, error) {
+		calls++
+		if calls < 3 {
+			return nil, status.Error(codes.Unavailable, "not yet")
+		}
+		return nil, nil
+	}
+	c := NewClient(conns[0])
+	if _, err := c.FilterRecalled(context.Background(), &pb.FilterRecalledRequest{UserId: "u"}); err != nil || calls != 3 {
+		t.Fatalf("%v after %d calls", err, calls)
+	}
+	calls = 0
+	c.MaxAttempts = 2
+	if _, err := c.FilterRecalled(context.Background(), &pb.FilterRecalledRequest{UserId: "u"}); status.Code(err) != codes.Unavailable || calls != 2 {
+		t.Fatalf("%v after %d calls", err, calls)
+	}
+	calls = -100 // INVALID_ARGUMENT is not retried
+	fakes[0].answer = func(string, proto.Message) (proto.Message, error) {
+		calls++
+		return nil, status.Error(codes.InvalidArgument, "no")
+	}
+	if _, err := c.FilterRecalled(context.Background(), &pb.FilterRecalledRequest{UserId: "u"}); status.Code(err) != codes.InvalidArgument || calls != -99 {
+		t.Fatalf("%v after %d calls", err, calls)
+	}
+}
+
 func TestEveryOwnerFailedNamesEachTry(t *testing.T) {
 	fakes, conns := cluster(t, 3)
 	rc, _ := NewRoutingClient(conns, RoutingOptions{Partitions: 12, ReplicationFactor: 2})
