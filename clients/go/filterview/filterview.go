@@ -20,6 +20,7 @@ import (
 	"math"
 	"math/bits"
 	"sort"
+	"sync"
 
 	"exposurefilter/xxh3"
 )
@@ -562,12 +563,17 @@ func (v *FilterView) KeepMaskHashes(hashes []uint64) []bool {
 	if len(v.runs) == 0 || len(hashes) == 0 {
 		return keep
 	}
-	order := sortByTop32(hashes)
+	scratch := sortByTop32(hashes)
+	defer pairPool.Put(scratch)
+	sorted := *scratch
 	for _, r := range v.runs {
 		fps := r.fps
+		shift := 32 - uint(r.Precision)
+		b := uint(r.Precision)
 		j := 0
-		for _, i := range order {
-			f := uint32(r.Fingerprint(hashes[i]))
+		for _, p := range sorted {
+			// prefix_b(h) = top32(h) >> (32 - b), as b <= 32.
+			f := uint32((uint64(p.key>>shift) * r.Universe) >> b)
 			for j < len(fps) && fps[j] < f {
 				j++
 			}
@@ -575,41 +581,58 @@ func (v *FilterView) KeepMaskHashes(hashes []uint64) []bool {
 				break
 			}
 			if fps[j] == f {
-				keep[i] = false
+				keep[p.idx] = false
 			}
 		}
 	}
 	return keep
 }
 
-// sortByTop32 returns the indices of hashes ordered by h >> 32: an LSD
-// radix sort, two passes of 16 bits.
-func sortByTop32(hashes []uint64) []int32 {
+type pair struct {
+	key uint32 // the hash's top 32 bits
+	idx int32
+}
+
+var pairPool = sync.Pool{New: func() interface{} { return new([]pair) }}
+
+// sortByTop32 returns (h >> 32, index) pairs ordered by h >> 32: an LSD
+// radix sort, three passes of 11 bits. Return the result to pairPool.
+func sortByTop32(hashes []uint64) *[]pair {
 	n := len(hashes)
-	a := make([]int32, n)
-	b := make([]int32, n)
-	for i := range a {
-		a[i] = int32(i)
+	bufA := pairPool.Get().(*[]pair)
+	bufB := pairPool.Get().(*[]pair)
+	if cap(*bufA) < n {
+		*bufA = make([]pair, n)
 	}
-	for _, shift := range []uint{32, 48} {
-		var count [1 << 16]int32
-		for _, i := range a {
-			count[(hashes[i]>>shift)&0xffff]++
+	if cap(*bufB) < n {
+		*bufB = make([]pair, n)
+	}
+	a, tmp := (*bufA)[:n], (*bufB)[:n]
+	for i, h := range hashes {
+		a[i] = pair{uint32(h >> 32), int32(i)}
+	}
+	for shift := uint(0); shift < 32; shift += 11 {
+		var count [1 << 11]int32
+		for _, p := range a {
+			count[(p.key>>shift)&0x7ff]++
 		}
 		var sum int32
-		for d := range count {
-			c := count[d]
+		for d, c := range count {
 			count[d] = sum
 			sum += c
 		}
-		for _, i := range a {
-			d := (hashes[i] >> shift) & 0xffff
-			b[count[d]] = i
+		for _, p := range a {
+			d := (p.key >> shift) & 0x7ff
+			tmp[count[d]] = p
 			count[d]++
 		}
-		a, b = b, a
+		a, tmp = tmp, a
 	}
-	return a
+	// Three passes: the result is in the second buffer.
+	*bufB = a
+	*bufA = tmp
+	pairPool.Put(bufA)
+	return bufB
 }
 
 // KeepMaskIDs is KeepMaskHashes over numeric ids.
