@@ -170,3 +170,7 @@ type cacheError struct {
 func (e *cacheError) Error() string              { return "DATA_LOSS: " + e.st.Message() }
 func (e *cacheError) GRPCStatus() *status.Status { return e.st }
 func (e *cacheError) Unwrap() error              { return e.err }
+
+// Both clients can feed a FilterCache.
+var _ FilterGetter = (*RoutingClient)(nil)
+var _ FilterGetter = plainGetter{}
