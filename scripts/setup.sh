@@ -19,6 +19,11 @@ PACKAGES=(
   libssl-dev openssl
   # Kafka consumer + its mock cluster (tests), kcat (docs, tests).
   librdkafka-dev kcat
+  # Go client (clients/go), built offline in GOPATH mode: the toolchain,
+  # Debian's grpc-go and protobuf modules (golang/protobuf 1.5, which wraps
+  # the protobuf API the generated code uses), and the code generators.
+  golang-go golang-google-grpc-dev golang-google-protobuf-dev
+  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
 )
 
 missing=()
