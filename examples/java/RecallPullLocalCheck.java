@@ -2,6 +2,7 @@ import com.exposurefilter.client.FilterCache;
 import com.exposurefilter.client.FilterView;
 import com.exposurefilter.client.RoutingClient;
 import java.util.ArrayList;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 
@@ -38,7 +39,10 @@ public final class RecallPullLocalCheck {
     long[] candidates = Arrays.stream(args, 3, args.length).mapToLong(Long::parseUnsignedLong)
         .toArray();
     try (RoutingClient client = RoutingClient.builder().replicaAddresses(List.of(args[0]))
-        .partitions(1).build()) {
+        .partitions(1)
+        // A one-shot program's first call also sets up the channel (and
+        // warms the JVM): more than the 500 ms default on a loaded machine.
+        .deadline(Duration.ofSeconds(5)).build()) {
       FilterCache cache = new FilterCache(client, 64L << 20);  // at most 64 MiB of filters
       for (int round = 0; round < 2; round++) {
         StringBuilder line = new StringBuilder("kept:");

@@ -1,5 +1,6 @@
 import com.exposurefilter.client.RoutingClient;
 import com.exposurefilter.v1.FilterRecalledRequest;
+import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.stream.Collectors;
@@ -30,7 +31,10 @@ public final class RecallServerSideFilter {
         .toList();
     // One server: a routing client over one replica and one partition.
     try (RoutingClient client = RoutingClient.builder().replicaAddresses(List.of(args[0]))
-        .partitions(1).build()) {
+        .partitions(1)
+        // A one-shot program's first call also sets up the channel (and
+        // warms the JVM): more than the 500 ms default on a loaded machine.
+        .deadline(Duration.ofSeconds(5)).build()) {
       List<Long> kept = dropExposed(client, args[1], args[2], candidates);
       System.out.println("kept:" + kept.stream().map(i -> " " + Long.toUnsignedString(i))
           .collect(Collectors.joining()));

@@ -12,6 +12,7 @@ this file starts the servers, runs them and asserts on their summary line:
   write + read load through the Java RoutingClient (read-your-writes on)
   while replica 0 is kill -9ed and restarted: 0 failed reads, 0 failed
   writes, 0 acknowledged exposures missing afterwards;
+- the examples (examples/java) run and print the same survivors;
 - the local-check micro-benchmark runs (its figure is printed, never
   asserted: docs/clients.md).
 
@@ -30,10 +31,19 @@ import server_harness as harness
 JAVA_TIMEOUT_S = 480
 
 
-def java(main, *args, **popen):
+def java(main, *args):
     return [os.environ.get("EF_JAVA", "java"), "-cp",
             os.environ["EF_JAVA_CLASSPATH"], "com.exposurefilter.client." + main
             ] + list(args)
+
+
+def run_example(main, *args):
+    """The lines an examples/java program prints (it is in no package)."""
+    return subprocess.run(
+        [os.environ.get("EF_JAVA", "java"), "-cp",
+         os.environ["EF_JAVA_CLASSPATH"], main] + list(args),
+        capture_output=True, text=True, check=True,
+        timeout=JAVA_TIMEOUT_S).stdout.splitlines()
 
 
 def summary(line):
@@ -81,6 +91,19 @@ class JavaPullAgreementTest(unittest.TestCase):
         # Every user's second get() was revalidated with if_version.
         self.assertEqual(s["revalidated_not_modified"], 12, s)
         self.assertEqual(s["cache_not_modified"], 12, s)
+
+    def test_examples_agree(self):
+        # examples/java: mode A and mode B print the same survivors; the
+        # second pull is revalidated with if_version. A user recorded by no
+        # test keeps every candidate.
+        ids = ["101", "102", "18446744073709551615"]
+        a = run_example("RecallServerSideFilter", self.server.address,
+                        "homefeed", "nobody", *ids)
+        b = run_example("RecallPullLocalCheck", self.server.address,
+                        "homefeed", "nobody", *ids)
+        want = "kept: " + " ".join(ids)
+        self.assertEqual(a, [want])
+        self.assertEqual(b, [want, want, "full_pulls=1 not_modified=1"])
 
     def test_local_check_benchmark_runs(self):
         s = run_java("LocalCheckBench", self.server.address, "2000")

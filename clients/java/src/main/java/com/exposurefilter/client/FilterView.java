@@ -568,8 +568,9 @@ public final class FilterView {
   /**
    * True where the hash was never exposed (keep it), in order. Runs are
    * checked the batch way of the spec: the candidates sorted once by their
-   * hash's top 32 bits (every run's fp is monotone in them), then one merge
-   * per run; Bloom segments probe each candidate.
+   * hash's top 32 bits (every run's fp is monotone in them, and depends on
+   * nothing else), then one merge per run; Bloom segments probe each
+   * candidate.
    */
   public boolean[] keepMaskHashes(long[] hashes) {
     int m = hashes.length;
@@ -588,31 +589,65 @@ public final class FilterView {
     if (runs.length == 0 || m == 0) {
       return keep;
     }
-    // Sort key: top 32 bits with the sign flipped (so signed order is the
-    // unsigned order of the bits), index below.
-    long[] order = new long[m];
+    // The candidates' top 32 bits, sorted by an LSD radix sort (four 8-bit
+    // passes: O(m), and small counting arrays for batches of thousands),
+    // with their indices; every run's prefix_b(h) = top >>> (32 - b) for
+    // b <= 32, so the merges below read the arrays in order.
+    int[] idx = new int[m];
+    int[] tmp = new int[m];
     for (int i = 0; i < m; i++) {
-      order[i] = (((hashes[i] >>> 32) ^ 0x80000000L) << 32) | i;
+      idx[i] = i;
     }
-    Arrays.sort(order);
+    int[] count = new int[256];
+    for (int pass = 0; pass < 4; pass++) {
+      int shift = 32 + 8 * pass;
+      Arrays.fill(count, 0);
+      for (int i = 0; i < m; i++) {
+        count[(int) (hashes[i] >>> shift) & 0xff]++;
+      }
+      prefixSums(count);
+      for (int t : idx) {
+        tmp[count[(int) (hashes[t] >>> shift) & 0xff]++] = t;
+      }
+      int[] swap = idx;
+      idx = tmp;
+      tmp = swap;
+    }
+    long[] top = new long[m];
+    for (int s = 0; s < m; s++) {
+      top[s] = hashes[idx[s]] >>> 32;
+    }
     for (Run run : runs) {
       long[] fps = run.fingerprints;
+      int n = fps.length;
+      int shift = 32 - run.precision;
+      int b = run.precision;
+      long u = run.universe;
       int j = 0;
-      for (long o : order) {
-        int i = (int) o;
-        long f = run.fingerprint(hashes[i]);
-        while (j < fps.length && fps[j] < f) {
+      for (int s = 0; s < m; s++) {
+        long f = ((top[s] >>> shift) * u) >>> b;
+        while (j < n && fps[j] < f) {
           j++;
         }
-        if (j == fps.length) {
+        if (j == n) {
           break;
         }
         if (fps[j] == f) {
-          keep[i] = false;
+          keep[idx[s]] = false;
         }
       }
     }
     return keep;
+  }
+
+  /** Turns counts into each bucket's first position. */
+  private static void prefixSums(int[] count) {
+    int sum = 0;
+    for (int k = 0; k < count.length; k++) {
+      int c = count[k];
+      count[k] = sum;
+      sum += c;
+    }
   }
 
   public boolean[] keepMaskIds(long[] ids) {
