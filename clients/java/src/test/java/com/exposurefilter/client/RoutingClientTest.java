@@ -244,7 +244,11 @@ class RoutingClientTest {
     assertEquals(2, t.usersHeld());
     int pa = Partitioning.partitionForUser("a", P);
     assertEquals(5, t.offsetFor("a", pa));
-    assertEquals(-1, t.offsetFor("zz-no-write", (pa + 1) % P) >= 0 ? 0 : -1);
+    // Folded: every user of a's partition now waits for a's write (stricter,
+    // never weaker); a user of another partition waits for nothing.
+    assertEquals(5, t.offsetFor("no-write", pa));
+    assertEquals(-1, t.offsetFor("no-write", (pa + 1) % P));
+    assertEquals(9, t.offsetFor("b", Partitioning.partitionForUser("b", P)));
   }
 
   @Test
