@@ -19,6 +19,19 @@ PACKAGES=(
   libssl-dev openssl
   # Kafka consumer + its mock cluster (tests), kcat (docs, tests).
   librdkafka-dev kcat
+  # Go client (clients/go), built offline in GOPATH mode: the toolchain,
+  # Debian's grpc-go and protobuf modules (golang/protobuf 1.5, which wraps
+  # the protobuf API the generated code uses), and the code generators.
+  golang-go golang-google-grpc-dev golang-google-protobuf-dev
+  golang-github-golang-protobuf-1-5-dev protoc-gen-go protoc-gen-go-grpc
+  # Java client (clients/java): the JDK, grpc-java and protobuf-java, the
+  # grpc-java stub generator, JUnit 5's console launcher, and the jars
+  # grpc-java loads at run time that libgrpc-java does not pull in (Netty
+  # for the transport, Gson, PerfMark, javax.annotation for the stubs).
+  default-jdk-headless libgrpc-java libprotobuf-java
+  protobuf-compiler-grpc-java-plugin junit5
+  libnetty-java libgoogle-gson-java libperfmark-java
+  libgeronimo-annotation-1.3-spec-java
 )
 
 missing=()

@@ -1,6 +1,6 @@
-"""The recall-server examples (examples/, C++ and Python, both modes) run
-against the real server binary and give FilterRecalled's answer, so they
-cannot silently rot.
+"""The recall-server examples (examples/, C++ and Python, modes A, B and
+B+) run against the real server binary and give FilterRecalled's answer,
+so they cannot silently rot.
 
 Run by ctest with EF_E2E_SERVER, EF_EXAMPLES_BIN (the built C++ examples),
 EF_EXAMPLES_SRC (examples/) and PYTHONPATH set.
@@ -75,6 +75,14 @@ class ExamplesTest(unittest.TestCase):
                 self.assertEqual(self.run_example(argv),
                                  [self.expected, self.expected,
                                   "full_pulls=1 not_modified=1"])
+
+    def test_session_replica_example(self):
+        # The first check waits for the snapshot and its pong, so both are
+        # local; the path printed says so.
+        self.assertEqual(
+            self.run_example(self.py("recall_session_replica.py")),
+            [self.expected, "path=local", self.expected, "path=local",
+             "snapshots=1 local_checks=2"])
 
 
 if __name__ == "__main__":

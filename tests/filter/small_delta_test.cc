@@ -134,8 +134,9 @@ ReplayOptions Checks(size_t full_every, size_t restart_every) {
 
 class SmallDeltaTest : public ::testing::TestWithParam<double> {};
 
-// The session-7 gap: 7 slices x 357 calls x 20 items (49,980), each
-// slice's calls at its span's last millisecond, restarted every 300 writes.
+// The pattern that once passed delta at 1e-4 (the top of this file): 7
+// slices x 357 calls x 20 items (49,980), each slice's calls at its span's
+// last millisecond, restarted every 300 writes.
 TEST_P(SmallDeltaTest, ManyRunsBurstKeepsTheBound) {
   std::mt19937_64 rng(8);
   std::vector<Write> writes;

@@ -31,9 +31,9 @@ TRACKER = "a tracker or notes reference"
 RULES = [
     (MACHINE_PATH,
      re.compile(r"(?<![\w.~-])/(?:home|Users|root|work)/[\w.-]")),
-    (TRACKER, re.compile(r"\b[Ii]ssue \d+")),
+    (TRACKER, re.compile(r"\b[Ii]ssue[ -]#?\d+")),
     (TRACKER, re.compile(r"[Ii]ssue_?\d+")),  # BM_Issue15Patterns
-    (TRACKER, re.compile(r"\b[Ss]ession \d+")),
+    (TRACKER, re.compile(r"\b[Ss]ession[ -]#?\d+")),  # "session-7" too
     # Spelt in two parts so that this file's own text does not match it.
     (TRACKER, re.compile("work" + "tree")),
 ]

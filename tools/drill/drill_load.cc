@@ -154,6 +154,12 @@ class Worker {
           absl::StrCat(request.user_id(), ": ", response.status().ToString()));
       return;
     }
+    if (response->staleness().lagging()) {
+      ++result_.lagging_reads;
+      result_.lagging_max_ms =
+          std::max(result_.lagging_max_ms,
+                   static_cast<int64_t>(response->staleness().lag_ms()));
+    }
     uint64_t missed = 0;
     for (uint64_t kept : response->kept_ids())
       missed += expected_gone.count(kept);
@@ -242,6 +248,8 @@ void Merge(LoadResult&& from, LoadResult* to) {
   std::move(from.acked.begin(), from.acked.end(),
             std::back_inserter(to->acked));
   to->stale_reads += from.stale_reads;
+  to->lagging_reads += from.lagging_reads;
+  to->lagging_max_ms = std::max(to->lagging_max_ms, from.lagging_max_ms);
   to->stale_items += from.stale_items;
   for (auto& e : from.read_errors) KeepError(&to->read_errors, std::move(e));
   for (auto& e : from.write_errors) KeepError(&to->write_errors, std::move(e));

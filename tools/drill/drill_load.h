@@ -75,6 +75,11 @@ struct LoadResult {
   std::vector<AckedExposure> acked;
   uint64_t stale_reads = 0;  // reads missing an old acknowledged item
   uint64_t stale_items = 0;
+  // Reads every owner refused as lagging, answered by the router's last
+  // try with allow_lagging (the response's staleness.lagging), and the
+  // largest lag such an answer carried.
+  uint64_t lagging_reads = 0;
+  int64_t lagging_max_ms = 0;
   std::vector<std::string> read_errors;  // the first few failed reads
   std::vector<std::string> write_errors;
   std::vector<double> freshness_ms;
