@@ -15,9 +15,9 @@
 // misses an exposure the server acknowledged more than MaxStaleness before
 // it (the spec's guarantee).
 //
-//	r, err := replica.New(conn, replica.Options{})
-//	keep, err := r.Check(ctx, "homefeed", "u1", []uint64{101, 102}, []string{"video:9"})
+//	r, err := replica.New(conn, replica.Options{}) // conn: efclient.Dial
 //	defer r.Close()
+//	keep, err := r.Check(ctx, "homefeed", "u1", []uint64{101, 102}, []string{"video:9"})
 //
 // The local answer is FilterRecalled's, with one difference in the safe
 // direction: a fresh candidate that collides only with fingerprints the
