@@ -679,3 +679,26 @@ func (v *FilterView) EstimatedFPRate() float64 {
 	}
 	return math.Min(1, math.Max(0, 1-clean))
 }
+
+// Aged returns the view without the slices that end at or before cutoffMs
+// (format 2's rule: a slice is live while its end is after now - retention,
+// so cutoffMs = now - retention), or v itself when every slice is live. The
+// bytes are shared; v is not changed.
+func (v *FilterView) Aged(cutoffMs int64) *FilterView {
+	var live []*Slice
+	for _, s := range v.Slices {
+		if s.EndMs > cutoffMs {
+			live = append(live, s)
+		}
+	}
+	if len(live) == len(v.Slices) {
+		return v
+	}
+	w := *v
+	w.Slices, w.segments, w.runs = live, nil, nil
+	for _, s := range live {
+		w.segments = append(w.segments, s.Segments...)
+		w.runs = append(w.runs, s.Runs...)
+	}
+	return &w
+}
