@@ -6,6 +6,7 @@
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "src/cli/command.h"
 #include "src/cli/item_input.h"
+#include "src/cli/read_freshness.h"
 
 namespace exposure_filter::cli {
 namespace {
@@ -73,6 +74,9 @@ int RunExplain(const CliArgs& args) {
   req.set_user_id(user);
   for (uint64_t id : items->ids) req.add_item_ids(id);
   for (const std::string& key : items->keys) req.add_item_keys(key);
+  if (absl::Status s = SetReadFreshness(args, &req); !s.ok()) {
+    return UsageError("explain", s.message());
+  }
   exposure::v1::ExplainResponse resp;
   auto stub = exposure::v1::ExposureFilter::NewStub(MakeChannel(args));
   grpc::Status status = stub->Explain(MakeContext(args).get(), req, &resp);
@@ -81,6 +85,7 @@ int RunExplain(const CliArgs& args) {
     std::fputs(ToJson(resp).c_str(), stdout);
   } else {
     PrintText(req, resp);
+    ReportStaleness(resp.staleness());
   }
   return kExitOk;
 }
@@ -89,7 +94,9 @@ int RunExplain(const CliArgs& args) {
 
 Command ExplainCommand() {
   CommandSpec spec{
-      "explain", "--user=ID [--surface=NAME] ITEM...",
+      "explain",
+      "--user=ID [--surface=NAME] [--min_offsets=P:OFFSET,...] "
+      "[--allow_lagging] ITEM...",
       "Why is each item filtered or kept for this user? (Explain)",
       "Per item: the verdict, the live slices whose Bloom filter claims it "
       "and, for a\ntraced user, the exact exposure times. A filtered item a "
@@ -97,6 +104,7 @@ Command ExplainCommand() {
       CommonOptions()};
   for (OptionSpec& o : UserSurfaceOptions()) spec.options.push_back(o);
   for (OptionSpec& o : ItemOptions()) spec.options.push_back(o);
+  for (OptionSpec& o : ReadFreshnessOptions()) spec.options.push_back(o);
   return Command{std::move(spec), RunExplain};
 }
 

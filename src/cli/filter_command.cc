@@ -4,6 +4,7 @@
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "src/cli/command.h"
 #include "src/cli/item_input.h"
+#include "src/cli/read_freshness.h"
 
 namespace exposure_filter::cli {
 namespace {
@@ -20,6 +21,9 @@ int RunFilter(const CliArgs& args) {
   for (uint64_t id : items->ids) req.add_candidate_ids(id);
   for (const std::string& key : items->keys) req.add_candidate_keys(key);
   if (args.Has("mask")) req.set_mode(exposure::v1::KEEP_MASK);
+  if (absl::Status s = SetReadFreshness(args, &req); !s.ok()) {
+    return UsageError("filter", s.message());
+  }
   exposure::v1::FilterRecalledResponse resp;
   auto stub = exposure::v1::ExposureFilter::NewStub(MakeChannel(args));
   grpc::Status status =
@@ -48,6 +52,7 @@ int RunFilter(const CliArgs& args) {
   }
   std::fprintf(stderr, "removed %u of %zu candidates\n", resp.removed_count(),
                items->size());
+  ReportStaleness(resp.staleness());
   return kExitOk;
 }
 
@@ -55,7 +60,9 @@ int RunFilter(const CliArgs& args) {
 
 Command FilterCommand() {
   CommandSpec spec{
-      "filter", "--user=ID [--surface=NAME] [--mask] ITEM...",
+      "filter",
+      "--user=ID [--surface=NAME] [--mask] [--min_offsets=P:OFFSET,...] "
+      "[--allow_lagging] ITEM...",
       "Removes the items the user was shown (FilterRecalled).",
       "Prints the surviving candidates one per line (ids first, then keys), "
       "or with\n--mask one 0/1 character per candidate (1 = kept); the "
@@ -64,6 +71,7 @@ Command FilterCommand() {
   for (OptionSpec& o : UserSurfaceOptions()) spec.options.push_back(o);
   spec.options.push_back({"mask", "", "ask for the KEEP_MASK result mode"});
   for (OptionSpec& o : ItemOptions()) spec.options.push_back(o);
+  for (OptionSpec& o : ReadFreshnessOptions()) spec.options.push_back(o);
   return Command{std::move(spec), RunFilter};
 }
 

@@ -12,6 +12,7 @@
 #include "exposure_filter/filter_view.h"
 #include "src/cli/command.h"
 #include "src/cli/item_input.h"
+#include "src/cli/read_freshness.h"
 
 namespace exposure_filter::cli {
 namespace {
@@ -40,10 +41,15 @@ int RunGetFilter(const CliArgs& args) {
   req.set_surface(args.Get("surface", ""));
   req.set_user_id(user);
   req.set_if_version(args.Get("if-version", ""));
+  if (absl::Status s = SetReadFreshness(args, &req); !s.ok()) {
+    return UsageError("get-filter", s.message());
+  }
   exposure::v1::GetFilterResponse resp;
   auto stub = exposure::v1::ExposureFilter::NewStub(MakeChannel(args));
   grpc::Status status = stub->GetFilter(MakeContext(args).get(), req, &resp);
   if (!status.ok()) return ReportRpcError("get-filter", args, status);
+  // stderr in both modes: --json prints a summary, not the response.
+  ReportStaleness(resp.staleness());
 
   Struct summary;
   auto& f = *summary.mutable_fields();
@@ -178,7 +184,9 @@ int RunGetFilter(const CliArgs& args) {
 
 Command GetFilterCommand() {
   CommandSpec spec{
-      "get-filter", "--user=ID [--surface=NAME] [--out=FILE] [ITEM...]",
+      "get-filter",
+      "--user=ID [--surface=NAME] [--out=FILE] [--min_offsets=P:OFFSET,...] "
+      "[--allow_lagging] [ITEM...]",
       "Pulls a user's portable filter (GetFilter), decodes and summarises it.",
       "Decodes with the published FilterView, as a recall server would: "
       "version, size,\nFP target and estimate, one line per segment. ITEMs "
@@ -190,6 +198,7 @@ Command GetFilterCommand() {
       {"if-version", "V", "answer 'not modified' if the filter is still V"});
   spec.options.push_back({"out", "FILE", "also write the filter bytes here"});
   for (OptionSpec& o : ItemOptions()) spec.options.push_back(o);
+  for (OptionSpec& o : ReadFreshnessOptions()) spec.options.push_back(o);
   return Command{std::move(spec), RunGetFilter};
 }
 

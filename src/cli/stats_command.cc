@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "src/cli/command.h"
+#include "src/cli/read_freshness.h"
 
 namespace exposure_filter::cli {
 namespace {
@@ -90,6 +91,9 @@ int RunStats(const CliArgs& args) {
     exposure::v1::GetUserStatsRequest req;
     req.set_surface(args.Get("surface", ""));
     req.set_user_id(args.Get("user", ""));
+    if (absl::Status s = SetReadFreshness(args, &req); !s.ok()) {
+      return UsageError("stats", s.message());
+    }
     exposure::v1::GetUserStatsResponse resp;
     grpc::Status status =
         stub->GetUserStats(MakeContext(args).get(), req, &resp);
@@ -98,6 +102,7 @@ int RunStats(const CliArgs& args) {
       std::fputs(ToJson(resp).c_str(), stdout);
     } else {
       PrintUserStats(req.user_id(), resp);
+      ReportStaleness(resp.staleness());
     }
     return kExitOk;
   }
@@ -105,6 +110,13 @@ int RunStats(const CliArgs& args) {
     return UsageError("stats",
                       "--surface needs --user (server stats cover "
                       "every surface)");
+  }
+  for (const char* read_only : {"min_offsets", "allow_lagging"}) {
+    if (args.Has(read_only)) {
+      return UsageError("stats", absl::StrCat("--", read_only,
+                                              " needs --user (server stats "
+                                              "are not a gated read)"));
+    }
   }
   exposure::v1::GetServerStatsResponse resp;
   grpc::Status status = stub->GetServerStats(
@@ -121,7 +133,9 @@ int RunStats(const CliArgs& args) {
 }  // namespace
 
 Command StatsCommand() {
-  CommandSpec spec{"stats", "[--user=ID [--surface=NAME]]",
+  CommandSpec spec{"stats",
+                   "[--user=ID [--surface=NAME] [--min_offsets=P:OFFSET,...] "
+                   "[--allow_lagging]]",
                    "One user's filter stats (GetUserStats), or the server's.",
                    "Without --user: server-wide counters and per-surface "
                    "usage (GetServerStats).",
@@ -129,6 +143,7 @@ Command StatsCommand() {
   spec.options.push_back({"user", "ID", "user id (default: server stats)"});
   spec.options.push_back(
       {"surface", "NAME", "surface, e.g. homefeed (default \"\")"});
+  for (OptionSpec& o : ReadFreshnessOptions()) spec.options.push_back(o);
   return Command{std::move(spec), RunStats};
 }
 

@@ -1,5 +1,6 @@
 #include "src/ingest/exposure_log_producer.h"
 
+#include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "exposure_filter/partitioning.h"
+#include "src/base/log_rate_limiter.h"
 #include "src/ingest/kafka_conf.h"
 #include "src/ingest/kafka_event_logger.h"
 
@@ -23,6 +25,9 @@ constexpr int kMetadataTimeoutMs = 15000;
 // The delivery thread's poll period: how long Close waits for it at most;
 // delivery reports wake it at once.
 constexpr int kPollMs = 50;
+// A rebuilt handle's metadata request: short, so that Close (which joins
+// the delivery thread running the rebuild) waits at most this long.
+constexpr int kRebuildProbeMs = 1000;
 
 absl::Status SetConf(RdKafka::Conf* conf, const std::string& name,
                      const std::string& value) {
@@ -47,6 +52,37 @@ size_t VarintBytes(size_t n) {
     ++bytes;
   }
   return bytes;
+}
+
+// The partition count of `topic` as the brokers report it to `handle`
+// within `timeout_ms`: Unavailable when they do not answer,
+// FailedPrecondition when the topic is not there.
+absl::StatusOr<int32_t> TopicPartitions(RdKafka::Producer* handle,
+                                        const std::string& topic_name,
+                                        int timeout_ms) {
+  std::string err;
+  std::unique_ptr<RdKafka::Topic> topic(
+      RdKafka::Topic::create(handle, topic_name, nullptr, err));
+  if (topic == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kafka_topic ", topic_name, ": ", err));
+  }
+  RdKafka::Metadata* raw = nullptr;
+  const RdKafka::ErrorCode merr =
+      handle->metadata(false, topic.get(), &raw, timeout_ms);
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  if (merr != RdKafka::ERR_NO_ERROR) {
+    return absl::UnavailableError(absl::StrCat(
+        "no metadata for topic ", topic_name, ": ", RdKafka::err2str(merr)));
+  }
+  for (const RdKafka::TopicMetadata* t : *metadata->topics()) {
+    if (t->topic() == topic_name && t->err() == RdKafka::ERR_NO_ERROR &&
+        !t->partitions()->empty()) {
+      return static_cast<int32_t>(t->partitions()->size());
+    }
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("kafka topic ", topic_name, " not found"));
 }
 
 }  // namespace
@@ -78,10 +114,16 @@ class ExposureLogProducer::DeliveryReports final
     if (message.err() == RdKafka::ERR_NO_ERROR) {
       producer_->Deliver(ticket, nullptr, message.partition(),
                          message.offset());
-    } else {
-      const std::string error = message.errstr();
-      producer_->Deliver(ticket, &error);
+      return;
     }
+    // A message failed by the fatal error itself, or purged by the rebuild,
+    // says so: its caller learns why, and that a retry will be taken.
+    const bool rebuilding =
+        message.err() == RdKafka::ERR__FATAL || producer_->rebuilding_.load();
+    const std::string error = rebuilding
+                                  ? producer_->RebuildingError(message.errstr())
+                                  : message.errstr();
+    producer_->Deliver(ticket, &error);
   }
 
  private:
@@ -96,10 +138,10 @@ absl::StatusOr<std::unique_ptr<ExposureLogProducer>> ExposureLogProducer::Start(
     const ExposureLogProducerOptions& options) {
   std::unique_ptr<ExposureLogProducer> p(new ExposureLogProducer(options));
   p->reports_ = std::make_unique<DeliveryReports>(p.get());
-  std::unique_ptr<RdKafka::Conf> conf(
-      RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  p->conf_.reset(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  RdKafka::Conf* conf = p->conf_.get();
   for (const auto& [name, value] : options.librdkafka_config) {
-    if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
+    if (absl::Status s = SetConf(conf, name, value); !s.ok()) return s;
   }
   const int64_t timeout_ms =
       std::max<int64_t>(1, absl::ToInt64Milliseconds(options.produce_timeout));
@@ -118,7 +160,7 @@ absl::StatusOr<std::unique_ptr<ExposureLogProducer>> ExposureLogProducer::Start(
            // function as the explicit one below.
            {"partitioner", "murmur2_random"},
        }) {
-    if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) return s;
+    if (absl::Status s = SetConf(conf, name, value); !s.ok()) return s;
   }
   std::string err;
   std::string max_bytes;
@@ -132,35 +174,28 @@ absl::StatusOr<std::unique_ptr<ExposureLogProducer>> ExposureLogProducer::Start(
   if (conf->set("dr_cb", p->reports_.get(), err) != RdKafka::Conf::CONF_OK) {
     return absl::InternalError(absl::StrCat("kafka producer dr_cb: ", err));
   }
-  p->producer_.reset(RdKafka::Producer::create(conf.get(), err));
-  if (p->producer_ == nullptr) {
+  // librdkafka copies the configuration into each handle, so conf_ can
+  // create another after a fatal error.
+  std::unique_ptr<RdKafka::Producer> handle(
+      RdKafka::Producer::create(conf, err));
+  if (handle == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("kafka producer for ", options.brokers, ": ", err));
   }
-  std::unique_ptr<RdKafka::Topic> topic(
-      RdKafka::Topic::create(p->producer_.get(), options.topic, nullptr, err));
-  if (topic == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kafka_topic ", options.topic, ": ", err));
+  RdKafka::Producer* const h = handle.get();
+  {
+    absl::MutexLock lock(&p->produce_mu_);
+    p->producer_ = std::move(handle);
   }
-  RdKafka::Metadata* raw = nullptr;
-  const RdKafka::ErrorCode merr =
-      p->producer_->metadata(false, topic.get(), &raw, kMetadataTimeoutMs);
-  std::unique_ptr<RdKafka::Metadata> metadata(raw);
-  if (merr != RdKafka::ERR_NO_ERROR) {
-    return absl::UnavailableError(
-        absl::StrCat("kafka producer: no metadata for topic ", options.topic,
-                     " from ", options.brokers, ": ", RdKafka::err2str(merr)));
+  absl::StatusOr<int32_t> partitions =
+      TopicPartitions(h, options.topic, kMetadataTimeoutMs);
+  if (!partitions.ok()) {
+    return absl::Status(
+        partitions.status().code(),
+        absl::StrCat("kafka producer: ", partitions.status().message(), " at ",
+                     options.brokers));
   }
-  for (const RdKafka::TopicMetadata* t : *metadata->topics()) {
-    if (t->topic() == options.topic && t->err() == RdKafka::ERR_NO_ERROR) {
-      p->partition_count_ = static_cast<int32_t>(t->partitions()->size());
-    }
-  }
-  if (p->partition_count_ <= 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "kafka topic ", options.topic, " not found at ", options.brokers));
-  }
+  p->partition_count_ = *partitions;
   if (options.partitions > 0 && p->partition_count_ != options.partitions) {
     return absl::FailedPreconditionError(absl::StrCat(
         "kafka topic ", options.topic, " has ", p->partition_count_,
@@ -173,7 +208,126 @@ absl::StatusOr<std::unique_ptr<ExposureLogProducer>> ExposureLogProducer::Start(
 ExposureLogProducer::~ExposureLogProducer() { Close(); }
 
 void ExposureLogProducer::PollLoop() {
-  while (!closing_.load()) producer_->poll(kPollMs);
+  while (!closing_.load()) {
+    // Only this thread replaces the handle, so it stays valid after the
+    // lock is released.
+    RdKafka::Producer* handle;
+    {
+      absl::ReaderMutexLock lock(&produce_mu_);
+      handle = producer_.get();
+    }
+    handle->poll(kPollMs);
+    std::string reason;
+    if (handle->fatal_error(reason) != RdKafka::ERR_NO_ERROR) {
+      Rebuild(handle, reason);
+    }
+  }
+}
+
+std::string ExposureLogProducer::RebuildingError(
+    const std::string& detail) const {
+  absl::ReaderMutexLock lock(&produce_mu_);
+  return RebuildingErrorLocked(detail);
+}
+
+std::string ExposureLogProducer::RebuildingErrorLocked(
+    const std::string& detail) const {
+  return absl::StrCat(
+      "the exposure log producer is being rebuilt after a fatal Kafka error (",
+      fatal_reason_.empty() ? "librdkafka reported it" : fatal_reason_,
+      "): ", detail, "; writes are taken again once it is rebuilt");
+}
+
+void ExposureLogProducer::Rebuild(RdKafka::Producer* handle,
+                                  const std::string& reason) {
+  spdlog::error(
+      "event=kafka_producer_fatal health=NOT_SERVING reason=\"{}\" "
+      "msg=\"the idempotent producer cannot continue; writes answer "
+      "UNAVAILABLE while it is rebuilt\"",
+      reason);
+  {
+    // Produce calls still enqueueing finish first; later ones are refused.
+    absl::MutexLock lock(&produce_mu_);
+    fatal_reason_ = reason;
+    rebuilding_.store(true);
+  }
+  if (options_.on_writable) options_.on_writable(false);
+  // Every message the dead handle holds is answered before it goes: purged
+  // ones report ERR__PURGE_* through poll() on this thread, failed with
+  // the rebuild's text (DeliveryReports). Bounded by the produce timeout,
+  // which is what a caller was promised at most.
+  handle->purge(RdKafka::Producer::PURGE_QUEUE |
+                RdKafka::Producer::PURGE_INFLIGHT);
+  const absl::Time drain_until = absl::Now() + options_.produce_timeout;
+  while (handle->outq_len() > 0 && absl::Now() < drain_until) {
+    handle->poll(kPollMs);
+  }
+  if (handle->outq_len() > 0) {
+    spdlog::warn(
+        "kafka producer: {} messages of the failed handle still without a "
+        "report after {}; destroying it",
+        handle->outq_len(), absl::FormatDuration(options_.produce_timeout));
+  }
+  // Rebuilt means a new handle that reaches the brokers and sees the topic
+  // as Start did: until then writes would only time out, so health stays
+  // NOT_SERVING. Each try is short, so Close does not wait long for it.
+  std::unique_ptr<RdKafka::Producer> fresh;
+  LogRateLimiter retry_log(absl::Seconds(10));
+  bool ready = false;
+  while (!ready && !closing_.load()) {
+    absl::Status tried;
+    std::string err;
+    if (fresh == nullptr) {
+      fresh.reset(RdKafka::Producer::create(conf_.get(), err));
+    }
+    if (fresh == nullptr) {
+      tried = absl::InternalError(absl::StrCat("cannot create: ", err));
+    } else {
+      absl::StatusOr<int32_t> partitions =
+          TopicPartitions(fresh.get(), options_.topic, kRebuildProbeMs);
+      tried = partitions.status();
+      if (partitions.ok() && *partitions != partition_count_) {
+        // Writes partitioned with another count would reach the wrong
+        // owners: stay refused until an operator fixes the topic.
+        tried = absl::FailedPreconditionError(absl::StrCat(
+            "kafka topic ", options_.topic, " now has ", *partitions,
+            " partitions, this replica writes with ", partition_count_));
+      }
+    }
+    ready = tried.ok();
+    uint64_t suppressed = 0;
+    if (!ready && retry_log.Allow(&suppressed)) {
+      spdlog::error(
+          "kafka producer: not rebuilt yet, writes still refused: {} ({} "
+          "similar suppressed)",
+          std::string(tried.message()), suppressed);
+    }
+    if (!ready && fresh == nullptr) absl::SleepFor(options_.rebuild_retry);
+  }
+  // Closing before a new handle is ready: Close flushes the old one.
+  if (!ready) return;
+  std::unique_ptr<RdKafka::Producer> old;
+  {
+    absl::MutexLock lock(&produce_mu_);
+    old = std::move(producer_);
+    producer_ = std::move(fresh);
+    fatal_reason_.clear();
+    rebuilding_.store(false);
+  }
+  old.reset();  // outside the lock: destroying a handle joins its threads
+  const uint64_t rebuilds = rebuilds_.fetch_add(1) + 1;
+  spdlog::info(
+      "event=kafka_producer_rebuilt health=SERVING rebuilds={} "
+      "msg=\"writes are taken again\"",
+      rebuilds);
+  if (options_.on_writable) options_.on_writable(true);
+}
+
+void ExposureLogProducer::RaiseFatalErrorForTesting(const std::string& reason) {
+  absl::ReaderMutexLock lock(&produce_mu_);
+  rd_kafka_test_fatal_error(producer_->c_ptr(),
+                            RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            reason.c_str());
 }
 
 size_t ExposureLogProducer::RecordBytes(const LogMessage& message) {
@@ -220,6 +374,11 @@ void ExposureLogProducer::Produce(std::vector<LogMessage> messages, Done done) {
         Deliver(ticket, &error);
         continue;
       }
+      if (rebuilding_.load()) {
+        const std::string error = RebuildingErrorLocked("not sent");
+        Deliver(ticket, &error);
+        continue;
+      }
       LogMessage& m = messages[i];
       RdKafka::Headers* headers = nullptr;
       if (!m.op.empty()) {
@@ -232,7 +391,11 @@ void ExposureLogProducer::Produce(std::vector<LogMessage> messages, Done done) {
           m.key.data(), m.key.size(), /*timestamp=*/0, headers, ticket);
       if (err != RdKafka::ERR_NO_ERROR) {
         delete headers;  // librdkafka owns them only on success
-        const std::string error = RdKafka::err2str(err);
+        // ERR__FATAL: the handle failed before the delivery thread saw it.
+        const std::string error =
+            err == RdKafka::ERR__FATAL
+                ? RebuildingErrorLocked(RdKafka::err2str(err))
+                : RdKafka::err2str(err);
         Deliver(ticket, &error);
       }
     }
@@ -292,27 +455,29 @@ void ExposureLogProducer::FinishCall(Call* call) {
 void ExposureLogProducer::Close(absl::Duration wait) {
   if (closing_.exchange(true)) return;
   if (poller_.joinable()) poller_.join();
+  std::unique_ptr<RdKafka::Producer> producer;
   {
     // Waits for Produce calls still enqueueing; later ones fail at once.
     absl::MutexLock lock(&produce_mu_);
     closed_.store(true);
+    producer = std::move(producer_);
   }
-  if (producer_ == nullptr) return;
+  if (producer == nullptr) return;
   // flush() serves the delivery reports on this thread now.
-  const RdKafka::ErrorCode err = producer_->flush(
+  const RdKafka::ErrorCode err = producer->flush(
       static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(wait))));
   if (err != RdKafka::ERR_NO_ERROR) {
     spdlog::warn(
         "kafka producer: {} messages not acknowledged at shutdown, their "
         "calls answer UNAVAILABLE",
-        producer_->outq_len());
-    producer_->purge(RdKafka::Producer::PURGE_QUEUE |
-                     RdKafka::Producer::PURGE_INFLIGHT);
+        producer->outq_len());
+    producer->purge(RdKafka::Producer::PURGE_QUEUE |
+                    RdKafka::Producer::PURGE_INFLIGHT);
     // Purged messages report ERR__PURGE_*: every call completes.
-    producer_->flush(1000);
-    producer_->poll(0);
+    producer->flush(1000);
+    producer->poll(0);
   }
-  producer_.reset();
+  producer.reset();
 }
 
 ExposureLogProducerStats ExposureLogProducer::stats() const {
@@ -322,6 +487,8 @@ ExposureLogProducerStats ExposureLogProducer::stats() const {
   s.messages_in_flight = in_flight_.load(std::memory_order_relaxed);
   s.calls = calls_.load(std::memory_order_relaxed);
   s.calls_failed = calls_failed_.load(std::memory_order_relaxed);
+  s.rebuilds = rebuilds_.load(std::memory_order_relaxed);
+  s.writable = !rebuilding_.load() && !closed_.load();
   uint64_t cumulative = 0;
   for (size_t i = 0; i < latency_counts_.size(); ++i) {
     cumulative += latency_counts_[i].load(std::memory_order_relaxed);

@@ -22,18 +22,33 @@
 // Produce() never blocks: it enqueues and returns; the caller's callback
 // runs once, on this producer's delivery thread, when every message of the
 // call has its delivery report (or inline, when none could be enqueued).
+//
+// Fatal errors. An idempotent producer that loses its sequence state
+// (librdkafka's rd_kafka_fatal_error: an out-of-order sequence or an
+// unknown producer id it cannot recover from) refuses every later message.
+// Rather than refuse writes until someone restarts the process, the
+// delivery thread rebuilds it in place: writes are refused at once
+// (UNAVAILABLE, "being rebuilt"), on_writable(false) runs (the server turns
+// health NOT_SERVING), the old handle's queued and in-flight messages are
+// purged and their calls answered (never OK unless Kafka acknowledged
+// them: a message already in flight may still be in the log, which is why
+// the answer says retrying is safe), a new handle is created from the same
+// configuration, and on_writable(true) runs. The ExposureLogProducer object
+// stays the same, so nothing that holds it needs to know.
 #ifndef EXPOSURE_FILTER_SRC_INGEST_EXPOSURE_LOG_PRODUCER_H_
 #define EXPOSURE_FILTER_SRC_INGEST_EXPOSURE_LOG_PRODUCER_H_
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
@@ -42,6 +57,7 @@
 #include "src/ingest/kafka_message_encoder.h"
 
 namespace RdKafka {
+class Conf;
 class Producer;
 class DeliveryReportCb;
 }  // namespace RdKafka
@@ -59,6 +75,14 @@ struct ExposureLogProducerOptions {
   // Further librdkafka properties (--kafka_config: security, ...), applied
   // before the ones the guarantees above depend on.
   std::vector<std::pair<std::string, std::string>> librdkafka_config;
+  // Runs on the delivery thread when writes stop (false: a fatal error,
+  // the handle is being rebuilt) or can be taken again (true: rebuilt).
+  // Not called by Start (writes can be taken once it returns) nor after
+  // Close.
+  std::function<void(bool writable)> on_writable;
+  // How long a failed rebuild (librdkafka refused to create the handle)
+  // waits before the next try.
+  absl::Duration rebuild_retry = absl::Seconds(1);
 };
 
 // A message of a call that Kafka did not acknowledge.
@@ -84,6 +108,10 @@ struct ExposureLogProducerStats {
   // Cumulative counts per kProduceLatencyBoundsMs bucket, plus +Inf last.
   std::array<uint64_t, kProduceLatencyBoundsMs.size() + 1> latency_buckets{};
   double latency_sum_ms = 0;
+  // Handles rebuilt after a fatal error, and whether writes can be taken
+  // now (false while a rebuild runs).
+  uint64_t rebuilds = 0;
+  bool writable = true;
 };
 
 class ExposureLogProducer {
@@ -124,6 +152,11 @@ class ExposureLogProducer {
   int32_t partition_count() const { return partition_count_; }
   ExposureLogProducerStats stats() const;
 
+  // Tests: raises a fatal error on the current handle as a lost sequence
+  // would (librdkafka's rd_kafka_test_fatal_error); the delivery thread
+  // then rebuilds it as above.
+  void RaiseFatalErrorForTesting(const std::string& reason);
+
  private:
   struct Call;
   struct Ticket;
@@ -135,18 +168,35 @@ class ExposureLogProducer {
   void Deliver(Ticket* ticket, const std::string* error, int32_t partition = -1,
                int64_t offset = -1);
   void FinishCall(Call* call);
+  // On the delivery thread, after `handle` reported a fatal error: refuse
+  // writes, answer what it holds, replace it (see the class comment).
+  void Rebuild(RdKafka::Producer* handle, const std::string& reason);
+  // The text a message fails with while a rebuild runs; `detail` is
+  // librdkafka's reason for that message.
+  std::string RebuildingError(const std::string& detail) const
+      ABSL_LOCKS_EXCLUDED(produce_mu_);
+  std::string RebuildingErrorLocked(const std::string& detail) const
+      ABSL_SHARED_LOCKS_REQUIRED(produce_mu_);
 
   const ExposureLogProducerOptions options_;
   int32_t partition_count_ = 0;
   // message.max.bytes as configured (read back from librdkafka).
   int64_t max_message_bytes_ = 0;
   std::unique_ptr<DeliveryReports> reports_;
-  std::unique_ptr<RdKafka::Producer> producer_;
+  // The configuration every handle is created from (a rebuild reuses it).
+  std::unique_ptr<RdKafka::Conf> conf_;
   std::atomic<bool> closing_{false};
   // Produce holds it shared while it enqueues; Close takes it to set
-  // closed_, so no message is enqueued into a producer being torn down.
-  absl::Mutex produce_mu_;
+  // closed_, and Rebuild to swap the handle, so no message is enqueued
+  // into a handle being torn down.
+  mutable absl::Mutex produce_mu_;
+  std::unique_ptr<RdKafka::Producer> producer_ ABSL_GUARDED_BY(produce_mu_);
   std::atomic<bool> closed_{false};
+  // Set while a rebuild runs (Produce refuses at once); the fatal error
+  // it answers, for the refusals' text.
+  std::atomic<bool> rebuilding_{false};
+  std::string fatal_reason_ ABSL_GUARDED_BY(produce_mu_);
+  std::atomic<uint64_t> rebuilds_{0};
   std::thread poller_;
 
   std::atomic<uint64_t> acked_{0};

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "src/base/monotonic_time.h"
 #include "src/ingest/kafka_conf.h"
 #include "src/ingest/kafka_event_logger.h"
 #include "src/ingest/kafka_message_encoder.h"
@@ -258,6 +259,11 @@ KafkaIngest::~KafkaIngest() { Stop(); }
 void KafkaIngest::Stop() {
   stopping_.store(true);
   if (thread_.joinable()) thread_.join();
+  if (prober_.joinable()) {
+    prober_stop_.Notify();
+    prober_.join();
+  }
+  probe_.reset();
   MutexLock lock(&consumer_mu_);
   if (consumer_ != nullptr) {
     consumer_->close();
@@ -564,6 +570,63 @@ void KafkaIngest::SampleWatermarks(absl::Time now) {
     if (consumer_->get_watermark_offsets(options_.topic, p, &low, &high) ==
         RdKafka::ERR_NO_ERROR) {
       lag_->ObserveWatermark(p, high, now);
+    }
+  }
+}
+
+void KafkaIngest::WatchBrokerReach(absl::Duration unreachable_after) {
+  if (unreachable_after <= absl::ZeroDuration() || lag_ == nullptr) return;
+  std::unique_ptr<RdKafka::Conf> conf(
+      RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"bootstrap.servers", options_.brokers},
+      {"client.id", "exposure-filter-lag-probe"}};
+  settings.insert(settings.end(), options_.librdkafka_config.begin(),
+                  options_.librdkafka_config.end());
+  for (const auto& [name, value] : settings) {
+    if (absl::Status s = SetConf(conf.get(), name, value); !s.ok()) {
+      spdlog::error(
+          "kafka: no broker probe, a cut-off copy is not detected: {}",
+          std::string(s.message()));
+      return;
+    }
+  }
+  std::string err;
+  conf->set("event_cb", &KafkaEventLogger(), err);
+  probe_.reset(RdKafka::Consumer::create(conf.get(), err));
+  if (probe_ == nullptr) {
+    spdlog::error("kafka: no broker probe, a cut-off copy is not detected: {}",
+                  err);
+    return;
+  }
+  lag_->SetUnreachableAfter(unreachable_after);
+  // A quarter of the bound: a healthy copy is heard about four times per
+  // bound, so one slow or lost round trip does not make it lagging.
+  const absl::Duration period = std::clamp(
+      unreachable_after / 4, absl::Milliseconds(50), absl::Seconds(1));
+  prober_ = std::thread([this, period] { ProbeBrokerReach(period); });
+}
+
+void KafkaIngest::ProbeBrokerReach(absl::Duration period) {
+  const int timeout_ms =
+      static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(period)));
+  while (!prober_stop_.WaitForNotificationWithTimeout(period)) {
+    for (int32_t p : partitions_) {
+      if (stopping_.load()) return;
+      int64_t low = -1;
+      int64_t high = -1;
+      // Blocks up to timeout_ms when the partition's leader is cut off;
+      // Stop waits at most that long. Stamped with the time the question
+      // was asked: the answer is at least that fresh, and a slow answer
+      // must not look fresher than it is.
+      const absl::Time asked = MonotonicTime();
+      if (probe_->query_watermark_offsets(options_.topic, p, &low, &high,
+                                          timeout_ms) !=
+          RdKafka::ERR_NO_ERROR) {
+        continue;
+      }
+      lag_->ObserveWatermark(p, high, asked);
+      lag_->ObserveReachable(p, asked);
     }
   }
 }

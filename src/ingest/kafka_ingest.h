@@ -38,6 +38,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "src/base/log_rate_limiter.h"
 #include "src/cluster/replica_ownership.h"
 #include "src/ingest/exposure_sink.h"
@@ -48,6 +49,7 @@
 #include "src/store/annotated_mutex.h"
 
 namespace RdKafka {
+class Consumer;
 class KafkaConsumer;
 class OffsetCommitCb;
 }  // namespace RdKafka
@@ -110,6 +112,20 @@ class KafkaIngest {
   // other than the consumer's, so a consumer stalled on a refused batch
   // still sees the log move on. Safe against Stop().
   void SampleWatermarks(absl::Time now);
+  // Unknown lag is not zero lag (partition_lag.h): makes lag() count a
+  // partition the brokers have not confirmed for longer than
+  // `unreachable_after` as lagging at least that long, and starts a thread
+  // that asks the brokers for each owned partition's end (a ListOffsets
+  // round trip, timeout = its period) every unreachable_after / 4, between
+  // 50 ms and 1 s: a caught-up copy whose partitions are quiet has no
+  // fetch response that moves its watermarks to prove it still hears the
+  // log. The probe has its own librdkafka handle (same brokers and
+  // --kafka_config): on the consumer's connection a ListOffsets request
+  // waits behind the fetch the broker holds open (fetch.wait.max.ms, 500 ms
+  // by default), which made a healthy copy look cut off. Nothing for a zero
+  // or negative bound. Call at most once, after Start; Stop() ends the
+  // thread.
+  void WatchBrokerReach(absl::Duration unreachable_after);
 
  private:
   struct PendingBatch;
@@ -137,6 +153,7 @@ class KafkaIngest {
   void Flush(PendingBatch* batch);
   void CommitToGroup(const absl::btree_map<int32_t, int64_t>& next);
   void RefreshPartitionStates();
+  void ProbeBrokerReach(absl::Duration period);
   void CountBad(BadMessageReason reason, int32_t partition, int64_t offset,
                 const std::string& why);
 
@@ -155,6 +172,12 @@ class KafkaIngest {
 
   std::atomic<bool> stopping_{false};
   std::thread thread_;
+  // WatchBrokerReach's thread; uses consumer_ unlocked like thread_, and is
+  // joined before Stop resets it.
+  std::thread prober_;
+  absl::Notification prober_stop_;
+  // The probe's handle: a plain consumer that never fetches.
+  std::unique_ptr<RdKafka::Consumer> probe_;
 
   std::atomic<uint64_t> messages_{0};
   std::atomic<uint64_t> exposures_{0};

@@ -44,9 +44,15 @@ absl::Status KafkaIngestOptions::Validate() const {
   if (max_batch_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--kafka_max_batch_wait: negative");
   }
-  if (produce_timeout < absl::Milliseconds(1)) {
-    return absl::InvalidArgumentError(
-        "--kafka_produce_timeout: must be at least 1ms");
+  // The per-message produce deadline is librdkafka's message.timeout.ms,
+  // an int32 of ms: beyond it the producer would refuse to start with
+  // librdkafka's wording, not the flag's.
+  if (produce_timeout < absl::Milliseconds(1) ||
+      produce_timeout > absl::Milliseconds(kMaxProduceTimeoutMs)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kafka_produce_timeout: ", absl::FormatDuration(produce_timeout),
+        " is outside 1ms to ", kMaxProduceTimeoutMs,
+        "ms (librdkafka's message.timeout.ms range, about 24.8 days)"));
   }
   for (const auto& [name, value] : librdkafka_config) {
     if (name == "enable.auto.commit" || name == "enable.auto.offset.store" ||

@@ -4,6 +4,7 @@
 #define EXPOSURE_FILTER_SRC_INGEST_KAFKA_INGEST_OPTIONS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,9 @@ enum class KafkaMessageFormat {
 absl::Status ParseKafkaMessageFormat(const std::string& name,
                                      KafkaMessageFormat* format);
 const char* KafkaMessageFormatName(KafkaMessageFormat format);
+
+// librdkafka's largest message.timeout.ms (an int32 of milliseconds).
+inline constexpr int64_t kMaxProduceTimeoutMs = 2147483647;
 
 struct KafkaIngestOptions {
   // Comma-separated bootstrap servers; empty turns the consumer off.
@@ -50,6 +54,7 @@ struct KafkaIngestOptions {
   // acknowledgement (message.timeout.ms, retries included) before the call
   // answers UNAVAILABLE naming them. Keep it below the callers' deadlines,
   // so they get the precise answer rather than DEADLINE_EXCEEDED.
+  // The per-message produce deadline: 1 ms to kMaxProduceTimeoutMs.
   absl::Duration produce_timeout = absl::Seconds(5);
   // Further librdkafka properties (security.protocol, sasl.*, ssl.*,
   // fetch.wait.max.ms, ...), applied last; they may not override the ones

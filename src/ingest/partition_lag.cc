@@ -52,21 +52,41 @@ void PartitionLagTracker::SetApplied(int32_t partition, int64_t next_offset) {
          !a.compare_exchange_weak(cur, next_offset, std::memory_order_release,
                                   std::memory_order_relaxed)) {
   }
-  const size_t i =
-      std::lower_bound(partitions_.begin(), partitions_.end(), partition) -
-      partitions_.begin();
+  const size_t i = IndexOf(partition);
   MutexLock lock(&mu_);
   Trim(&states_[i], a.load(std::memory_order_relaxed));
+}
+
+size_t PartitionLagTracker::IndexOf(int32_t partition) const {
+  return std::lower_bound(partitions_.begin(), partitions_.end(), partition) -
+         partitions_.begin();
+}
+
+void PartitionLagTracker::ObserveReachable(int32_t partition, absl::Time now) {
+  if (!Owns(partition)) return;
+  const size_t i = IndexOf(partition);
+  MutexLock lock(&mu_);
+  State& st = states_[i];
+  st.heard = std::max(st.heard, now);
+}
+
+void PartitionLagTracker::SetUnreachableAfter(absl::Duration bound) {
+  MutexLock lock(&mu_);
+  unreachable_after_ = bound;
 }
 
 void PartitionLagTracker::ObserveWatermark(int32_t partition, int64_t high,
                                            absl::Time now) {
   if (!Owns(partition) || high < 0) return;
-  const size_t i =
-      std::lower_bound(partitions_.begin(), partitions_.end(), partition) -
-      partitions_.begin();
+  const size_t i = IndexOf(partition);
   MutexLock lock(&mu_);
   State& st = states_[i];
+  // The first watermark, or one that moved, came with a fetch response
+  // since the last sample: the brokers were reachable. (An unchanged one
+  // is librdkafka's cached copy and proves nothing.)
+  if (st.first_watermark < 0 || high > st.newest_watermark) {
+    st.heard = std::max(st.heard, now);
+  }
   if (st.first_watermark < 0) st.first_watermark = high;
   // A watermark that did not grow says nothing new: the sample already
   // held keeps the earlier time, which is when the data was first known.
@@ -95,6 +115,11 @@ PartitionLag PartitionLagTracker::Compute(int32_t partition, const State& st,
   out.lag = st.samples.empty()
                 ? absl::ZeroDuration()
                 : std::max(absl::ZeroDuration(), now - st.samples.front().time);
+  if (unreachable_after_ > absl::ZeroDuration() &&
+      st.heard != absl::InfinitePast() && now - st.heard > unreachable_after_) {
+    out.unreachable = true;
+    out.lag = std::max(out.lag, now - st.heard);
+  }
   return out;
 }
 

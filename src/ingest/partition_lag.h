@@ -39,6 +39,18 @@
 // does not serve reads then, whatever its lag (a short replay still serves
 // stale answers).
 //
+// Unknown lag is not zero lag. The samples only say what the consumer
+// knew; a copy cut off from the brokers learns of no new message, so its
+// lag above stays 0 however much is written meanwhile. So each partition
+// also keeps `heard(p)`, the last time the brokers confirmed its end: a
+// watermark that moved (a fetch response arrived), or an explicit probe
+// (ObserveReachable: a ListOffsets round trip that answered). With a bound
+// set (SetUnreachableAfter, the server's --max_serving_lag):
+//   unreachable(p) = now - heard(p) > bound, and then
+//   lag(p, now)   = max(lag as above, now - heard(p)):
+// the copy cannot say how far behind it is, only that it has known nothing
+// newer for that long, and it counts as lagging at least that much.
+//
 // Thread-safe: the consumer thread sets applied offsets, a monitor samples
 // watermarks, readers read both.
 #ifndef EXPOSURE_FILTER_SRC_INGEST_PARTITION_LAG_H_
@@ -62,6 +74,9 @@ struct PartitionLag {
   bool replaying = true;   // not yet caught up to the first watermark seen
   int64_t applied = -1;    // next offset not applied; -1: not known yet
   int64_t watermark = -1;  // newest high watermark known; -1: none yet
+  // The brokers have not confirmed the partition's end for longer than the
+  // bound: `lag` is then the time since they last did, a lower bound.
+  bool unreachable = false;
 };
 
 class PartitionLagTracker {
@@ -82,6 +97,13 @@ class PartitionLagTracker {
   // The consumer knew high watermark `high` of `partition` at `now`
   // (monotonic). Negative (unknown) is ignored.
   void ObserveWatermark(int32_t partition, int64_t high, absl::Time now);
+
+  // The brokers answered for `partition` at `now` (a probe's round trip):
+  // its end as known is current. Ignores unowned partitions.
+  void ObserveReachable(int32_t partition, absl::Time now);
+  // Past this without word from the brokers a partition is unreachable
+  // (above); zero (the default) never.
+  void SetUnreachableAfter(absl::Duration bound);
 
   // The applied offset (as SetApplied), -1 when not known or not owned.
   // Lock-free: read on the request path (min_offsets).
@@ -104,11 +126,17 @@ class PartitionLagTracker {
     int64_t first_watermark = -1;
     bool caught_up = false;  // reached first_watermark once
     int64_t newest_watermark = -1;
+    // When the brokers last confirmed the partition's end; InfinitePast
+    // until its first watermark (a partition never heard of is replaying,
+    // which refuses reads already).
+    absl::Time heard = absl::InfinitePast();
   };
   // Drops the samples `applied` covers; marks the first catch-up.
   static void Trim(State* st, int64_t applied);
-  PartitionLag Compute(int32_t partition, const State& st,
-                       absl::Time now) const;
+  PartitionLag Compute(int32_t partition, const State& st, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Index of an owned partition in partitions_/states_.
+  size_t IndexOf(int32_t partition) const;
 
   const int32_t partition_count_;
   const std::vector<int32_t> partitions_;  // ascending
@@ -117,6 +145,7 @@ class PartitionLagTracker {
   mutable Mutex mu_;
   // Indexed like partitions_.
   std::vector<State> states_ ABSL_GUARDED_BY(mu_);
+  absl::Duration unreachable_after_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace exposure_filter

@@ -193,6 +193,7 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
   }
   grpc::HealthCheckServiceInterface* health =
       s->server_->GetHealthCheckService();
+  s->serving_health_ = std::make_unique<ServingHealth>(health, kServiceName);
   if (replicated && !durable) {
     // NOT_SERVING until the consumer has caught up (ServingReadiness).
     health->SetServingStatus(kServiceName, false);
@@ -282,6 +283,11 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
       po.partitions = config.cluster.partitions;
       po.produce_timeout = config.kafka.produce_timeout;
       po.librdkafka_config = config.kafka.librdkafka_config;
+      // A fatal producer error turns health NOT_SERVING until the producer
+      // is rebuilt: this replica cannot take writes meanwhile.
+      po.on_writable = [h = s->serving_health_.get()](bool writable) {
+        h->SetWritesReady(writable);
+      };
       absl::StatusOr<std::unique_ptr<ExposureLogProducer>> producer =
           ExposureLogProducer::Start(po);
       if (producer.ok()) {
@@ -310,13 +316,11 @@ ExposureFilterServer::Start(const ServerConfig& config, const Clock* clock) {
     // Readiness follows the copy's lag from now on: NOT_SERVING until the
     // consumer has caught up with the log's end seen at start.
     s->readiness_->Start(s->kafka_ingest_.get(), config.max_serving_lag,
-                         [health](bool serving) {
-                           health->SetServingStatus(kServiceName, serving);
-                           health->SetServingStatus(serving);
+                         [h = s->serving_health_.get()](bool serving) {
+                           h->SetReadsReady(serving);
                          });
   } else {
-    health->SetServingStatus(kServiceName, true);
-    health->SetServingStatus(true);
+    s->serving_health_->SetReadsReady(true);
   }
   s->sweeper_ = std::thread([p = s.get()] { p->HousekeepingLoop(); });
   return s;
@@ -395,10 +399,9 @@ void ExposureFilterServer::Shutdown() {
     // itself, before any handler runs, and its client sees CANCELLED.
     // Before NOT_SERVING: the lag monitor must not flip it back.
     readiness_->Stop();
-    grpc::HealthCheckServiceInterface* health =
-        server_->GetHealthCheckService();
-    health->SetServingStatus(kServiceName, false);
-    health->SetServingStatus(false);
+    // Also keeps a producer rebuilt during the drain from announcing
+    // SERVING.
+    serving_health_->Stop();
     const uint64_t started_before_drain =
         grpc_metrics_->StartedCount(kServiceName);
     spdlog::info("event=shutdown_drain health=NOT_SERVING drain={}",

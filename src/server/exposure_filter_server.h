@@ -31,6 +31,7 @@
 #include "src/server/security/authorization_metrics.h"
 #include "src/server/security/rpc_authorizer.h"
 #include "src/server/security/tls_handshake_failures.h"
+#include "src/server/serving_health.h"
 #include "src/server/serving_readiness.h"
 #include "src/server/session_hub.h"
 #include "src/server/user_ownership_gate.h"
@@ -130,6 +131,10 @@ class ExposureFilterServer {
   std::unique_ptr<ReplicaOwnership> ownership_;
   std::unique_ptr<KafkaExposureSink> kafka_sink_;
   std::unique_ptr<KafkaIngest> kafka_ingest_;
+  // Health once started: the lag decision and the producer's writability
+  // (serving_health.h). Stopped by Shutdown before the producer closes;
+  // declared before it, so it outlives the producer's callbacks.
+  std::unique_ptr<ServingHealth> serving_health_;
   // Replicated writes: with R >= 2 write RPCs are produced
   // to the topic; closed after the gRPC server drained (its last calls get
   // their delivery reports), before the consumer stops.

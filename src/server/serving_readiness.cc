@@ -61,6 +61,11 @@ void ServingReadiness::Start(KafkaIngest* ingest,
   partition_lag_ms_.reset(
       new std::atomic<int64_t>[std::max(partition_slots_, 1)]);
   for (int32_t p = 0; p < partition_slots_; ++p) partition_lag_ms_[p] = 0;
+  // A copy cut off from the brokers longer than the bound lags (unknown
+  // lag is not zero lag): probe them, so quiet partitions are heard too.
+  if (max_serving_lag > absl::ZeroDuration()) {
+    ingest->WatchBrokerReach(max_serving_lag);
+  }
   ingest_.store(ingest, std::memory_order_release);
   Tick();  // the initial decision, before any read is served
   monitor_ = std::thread([this] { MonitorLoop(); });
@@ -112,9 +117,11 @@ void ServingReadiness::Tick() {
   } else {
     spdlog::warn(
         "event=serving_not_ready health=NOT_SERVING partition={} "
-        "replaying={} lag={} applied={} watermark={} max_serving_lag={}",
-        worst.partition, worst.replaying, FormatLag(worst.lag), worst.applied,
-        worst.watermark, absl::FormatDuration(max_lag_));
+        "replaying={} unreachable={} lag={} applied={} watermark={} "
+        "max_serving_lag={}",
+        worst.partition, worst.replaying, worst.unreachable,
+        FormatLag(worst.lag), worst.applied, worst.watermark,
+        absl::FormatDuration(max_lag_));
   }
   if (on_change_) on_change_(serving);
 }
@@ -167,6 +174,16 @@ absl::Status ServingReadiness::Admit(GatedRead read, int32_t partition,
     return absl::OkStatus();
   }
   refused_lag_.fetch_add(1, std::memory_order_relaxed);
+  if (w.unreachable) {
+    return absl::UnavailableError(absl::StrCat(
+        rpc,
+        ": this copy has not heard from the Kafka brokers about partition ",
+        w.partition, " for ", FormatLag(w.lag), " (--max_serving_lag=",
+        absl::FormatDuration(max_lag_), "; applied ", AppliedText(w.applied),
+        "): its lag is unknown, at least that long; another owner can serve "
+        "this read, or this copy as a last try with allow_lagging "
+        "(docs/scale-out.md)"));
+  }
   return absl::UnavailableError(absl::StrCat(
       rpc, ": this copy is lagging ", FormatLag(w.lag), " behind on partition ",
       w.partition, " (--max_serving_lag=", absl::FormatDuration(max_lag_),
@@ -216,7 +233,15 @@ std::vector<prometheus::MetricFamily> ServingReadiness::Collect() const {
   prometheus::MetricFamily lag = MakeFamily(
       "exposure_filter_serving_lag_seconds",
       "per owned partition: how long this copy has known of a Kafka message "
-      "it has not applied (0: caught up; docs/scale-out.md)",
+      "it has not applied (0: caught up); while unknown (see "
+      "exposure_filter_serving_lag_unknown) at least this long "
+      "(docs/scale-out.md)",
+      MetricType::Gauge);
+  prometheus::MetricFamily unknown = MakeFamily(
+      "exposure_filter_serving_lag_unknown",
+      "per owned partition: 1 while the Kafka brokers have not confirmed the "
+      "partition's end for longer than --max_serving_lag (cut off: the lag "
+      "is unknown, counted as at least that long)",
       MetricType::Gauge);
   prometheus::MetricFamily replaying =
       MakeFamily("exposure_filter_serving_replaying",
@@ -227,9 +252,11 @@ std::vector<prometheus::MetricFamily> ServingReadiness::Collect() const {
     const MetricLabels labels{{"partition", std::to_string(p.partition)}};
     AddSample(lag, labels, absl::ToDoubleSeconds(p.lag));
     AddSample(replaying, labels, p.replaying ? 1 : 0);
+    AddSample(unknown, labels, p.unreachable ? 1 : 0);
   }
   out.push_back(std::move(lag));
   out.push_back(std::move(replaying));
+  out.push_back(std::move(unknown));
   out.push_back(MakeFamily("exposure_filter_reads_refused_total",
                            "reads answered UNAVAILABLE by this copy's "
                            "freshness, by reason",

@@ -10,7 +10,10 @@
 //
 // A monitor thread, every kTick: samples the consumer's watermarks, takes
 // the copy's worst partition, and decides:
-//   serving -> not serving   when replaying, or lag > max_serving_lag;
+//   serving -> not serving   when replaying, or lag > max_serving_lag
+//                            (a partition the brokers have not confirmed
+//                            for longer than that lags at least that long:
+//                            unknown lag is not zero lag, partition_lag.h);
 //   not serving -> serving   when not replaying and lag <= max/2.
 // The half is hysteresis: a copy hovering around the limit would otherwise
 // flip readiness (and clients' choice) every tick. Reads follow the same
@@ -79,7 +82,9 @@ class ServingReadiness final : public prometheus::Collectable {
   ServingReadiness();
   ~ServingReadiness() override { Stop(); }
 
-  // Starts gating on `ingest`'s lag (must outlive this until Stop). With
+  // Starts gating on `ingest`'s lag (must outlive this until Stop), and
+  // with a positive `max_serving_lag` its broker probe
+  // (KafkaIngest::WatchBrokerReach). With
   // `max_serving_lag` zero (the gate disabled) the copy always serves, as
   // it did before reads were gated; the lag is still measured and
   // exported, and min_offsets still hold.

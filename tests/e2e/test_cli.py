@@ -282,6 +282,15 @@ class CliErrorsTest(CliTestCase):
             (["explain", "--user=u"], "no items"),
             (["trace", "add"], "no user ids"),
             (["stats", "--surface=x"], "--surface needs --user"),
+            (["filter", "--user=u", "--min_offsets=3", "1"],
+             '--min_offsets: "3" is not PARTITION:OFFSET'),
+            (["get-filter", "--user=u", "--min_offsets=3:-1"],
+             '--min_offsets: "3:-1" is not PARTITION:OFFSET'),
+            (["explain", "--user=u", "--min_offsets=1:2,1:3", "1"],
+             "--min_offsets: partition 1 given more than once"),
+            (["stats", "--allow_lagging"], "--allow_lagging needs --user"),
+            (["filter", "--user=u", "--allow_lagging=yes", "1"],
+             "takes no value"),
         ]
         for args, message in cases:
             with self.subTest(args=args):
@@ -304,6 +313,25 @@ class CliErrorsTest(CliTestCase):
                 _, err = self.cli(*args, expect=1)
                 self.assertIn("InvalidArgument", err)
                 self.assertIn(field, err)
+
+
+    def test_read_freshness_options_reach_the_server(self):
+        # This server is not replicated: it refuses read-your-writes
+        # offsets naming the field (so they were sent), and a read that
+        # allows lagging is answered as any other (it never lags).
+        reads = [["filter", "--user=c-fresh", "1"],
+                 ["get-filter", "--user=c-fresh"],
+                 ["stats", "--user=c-fresh"],
+                 ["explain", "--user=c-fresh", "1"]]
+        for args in reads:
+            with self.subTest(command=args[0]):
+                _, err = self.cli(*(args + ["--min_offsets=0:5,2:7"]),
+                                  expect=1)
+                self.assertIn("FailedPrecondition", err)
+                self.assertIn("min_offsets: read-your-writes offsets are "
+                              "for a replicated deployment", err)
+                _, err = self.cli(*(args + ["--allow_lagging"]))
+                self.assertNotIn("lagging copy", err)
 
 
 class CliHealthDrainTest(unittest.TestCase):

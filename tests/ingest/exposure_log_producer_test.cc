@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "exposure_filter/partitioning.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/kafka/kafka_mock_cluster.h"
 
@@ -26,6 +28,16 @@ namespace {
 
 constexpr int kPartitions = 6;
 constexpr char kTopic[] = "exposures";
+
+// Polls `pred` every 10 ms for up to a minute.
+template <typename Pred>
+bool WaitUntil(Pred pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!pred() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return pred();
+}
 
 LogMessage Message(const std::string& user, bool del = false) {
   LogMessage m;
@@ -46,8 +58,10 @@ class ExposureLogProducerTest : public ::testing::Test {
   }
   std::unique_ptr<ExposureLogProducer> Start(
       absl::Duration timeout,
-      std::vector<std::pair<std::string, std::string>> config = {}) {
+      std::vector<std::pair<std::string, std::string>> config = {},
+      std::function<void(bool)> on_writable = nullptr) {
     ExposureLogProducerOptions o;
+    o.on_writable = std::move(on_writable);
     o.brokers = cluster_->bootstrap_servers();
     o.topic = kTopic;
     o.partitions = kPartitions;
@@ -239,6 +253,116 @@ TEST_F(ExposureLogProducerTest, RecordSizeCheckAgreesWithLibrdkafkasLimit) {
     ASSERT_EQ(failures.size(), 1u);
     EXPECT_EQ(failures[0].index, 1u) << failures[0].error;
   }
+}
+
+// A fatal idempotence error (what librdkafka raises when it loses a
+// partition's sequence) does not leave the producer refusing writes until
+// a restart: the call it held is answered, saying why, writes are refused
+// while it is rebuilt (on_writable(false), the server's NOT_SERVING), and
+// once a new handle reaches the brokers writes are taken again. The broker
+// is down across the error so the rebuild visibly waits for it.
+TEST_F(ExposureLogProducerTest, AFatalErrorRebuildsTheProducer) {
+  absl::Mutex mu;
+  std::vector<bool> changes;
+  std::string refused_while_rebuilding;
+  ExposureLogProducer* raw = nullptr;
+  auto producer = Start(absl::Minutes(10), {}, [&](bool writable) {
+    // A call made while writes are refused fails inline, before any
+    // Kafka round trip.
+    std::string refusal;
+    if (!writable) {
+      raw->Produce({Message("during")},
+                   [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+                     refusal = f.size() == 1 ? f[0].error : "answered OK";
+                   });
+    }
+    absl::MutexLock lock(&mu);
+    changes.push_back(writable);
+    if (!writable) refused_while_rebuilding = refusal;
+  });
+  ASSERT_NE(producer, nullptr);
+  raw = producer.get();
+  EXPECT_TRUE(producer->stats().writable);
+
+  cluster_->SetBrokerDown(1);
+  absl::Notification held_done;
+  std::vector<LogDeliveryFailure> held_failures;
+  producer->Produce({Message("held")},
+                    [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+                      held_failures = std::move(f);
+                      held_done.Notify();
+                    });
+  producer->RaiseFatalErrorForTesting("sequence lost in this test");
+
+  // The call in flight is answered (never OK: Kafka did not acknowledge
+  // it), naming the rebuild and the fatal error.
+  ASSERT_TRUE(held_done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_EQ(held_failures.size(), 1u);
+  EXPECT_THAT(held_failures[0].error,
+              ::testing::HasSubstr("the exposure log producer is being "
+                                   "rebuilt after a fatal Kafka error"));
+  EXPECT_THAT(held_failures[0].error,
+              ::testing::HasSubstr("sequence lost in this test"));
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::vector<bool>* c) { return !c->empty(); }, &changes),
+        absl::Seconds(60)));
+    EXPECT_EQ(changes, std::vector<bool>{false});
+    EXPECT_THAT(refused_while_rebuilding,
+                ::testing::HasSubstr("being rebuilt after a fatal Kafka "
+                                     "error (test_fatal_error: sequence "
+                                     "lost in this test): not sent"));
+  }
+  // The broker is still down: the new handle cannot see the topic, so
+  // writes stay refused.
+  EXPECT_FALSE(producer->stats().writable);
+  EXPECT_EQ(producer->stats().rebuilds, 0u);
+
+  cluster_->SetBrokerUp(1);
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::vector<bool>* c) { return c->size() >= 2; }, &changes),
+        absl::Seconds(60)));
+    EXPECT_EQ(changes, (std::vector<bool>{false, true}));
+  }
+  EXPECT_TRUE(producer->stats().writable);
+  EXPECT_EQ(producer->stats().rebuilds, 1u);
+
+  absl::Notification done;
+  std::vector<LogDeliveryFailure> failures;
+  WrittenOffsets written;
+  producer->Produce({Message("after")},
+                    [&](std::vector<LogDeliveryFailure> f, WrittenOffsets w) {
+                      failures = std::move(f);
+                      written = std::move(w);
+                      done.Notify();
+                    });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(failures.empty()) << failures[0].error;
+  EXPECT_EQ(written.size(), 1u);
+}
+
+// Shutdown during a rebuild that cannot finish (no broker) does not wait
+// for it: Close answers, and the producer stays closed.
+TEST_F(ExposureLogProducerTest, CloseDuringARebuildReturns) {
+  auto producer = Start(absl::Seconds(30));
+  ASSERT_NE(producer, nullptr);
+  cluster_->SetBrokerDown(1);
+  producer->RaiseFatalErrorForTesting("sequence lost in this test");
+  ASSERT_TRUE(WaitUntil([&] { return !producer->stats().writable; }));
+  producer->Close(absl::Seconds(1));
+  EXPECT_FALSE(producer->stats().writable);
+  EXPECT_EQ(producer->stats().rebuilds, 0u);
+  bool answered = false;
+  producer->Produce({Message("late")},
+                    [&](std::vector<LogDeliveryFailure> f, WrittenOffsets) {
+                      answered = f.size() == 1;
+                    });
+  EXPECT_TRUE(answered);
 }
 
 }  // namespace

@@ -162,6 +162,60 @@ TEST_F(LaggingReadsTest, ALaggingCopyAnswersOnlyAReadThatAllowsLagging) {
       0u);
 }
 
+// Unknown lag is not zero lag: a caught-up copy cut off from the brokers
+// learns of no new message, so the lag its samples give stays 0; past
+// --max_serving_lag without word from the brokers it counts as lagging at
+// least that long, and says why. (One mock broker: every copy is cut off.)
+TEST_F(LaggingReadsTest, ACopyCutOffFromTheBrokersCountsAsLagging) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_TRUE(Record(kGood, 1).ok());
+  for (int32_t r : {kGood, kSlow}) {
+    bool removed = false;
+    ASSERT_TRUE(WaitFor([&] {
+      return Recall(r, user_, 1, &removed).ok() && removed;
+    })) << r;
+  }
+  // 1 while the brokers have not confirmed the user's partition.
+  auto unknown_lag = [&](int32_t r) {
+    for (const prometheus::MetricFamily& f :
+         servers_[r]->readiness().Collect()) {
+      if (f.name != "exposure_filter_serving_lag_unknown") continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        for (const auto& l : m.label) {
+          if (l.name == "partition" && l.value == std::to_string(partition_)) {
+            return m.gauge.value;
+          }
+        }
+      }
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(unknown_lag(kSlow), 0);
+
+  cluster_->SetBrokerDown(1);
+  ASSERT_TRUE(WaitFor([&] { return !servers_[kSlow]->readiness().serving(); }));
+  exposure::v1::FilterRecalledResponse resp;
+  const grpc::Status refused = RecallOn(kSlow, false, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("FilterRecalled: this copy has not heard from the "
+                        "Kafka brokers about partition "));
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("its lag is unknown, at least that long"));
+  // A last try is answered, and says the answer is at least a bound stale.
+  const grpc::Status answered = RecallOn(kSlow, true, &resp);
+  ASSERT_TRUE(answered.ok()) << answered.error_message();
+  EXPECT_TRUE(resp.staleness().lagging());
+  EXPECT_GE(resp.staleness().lag_ms(), 1000);
+  EXPECT_EQ(unknown_lag(kSlow), 1);
+
+  // The brokers are back: the copy hears them and serves again by itself.
+  cluster_->SetBrokerUp(1);
+  ASSERT_TRUE(WaitFor([&] { return servers_[kSlow]->readiness().serving(); }));
+  EXPECT_EQ(unknown_lag(kSlow), 0);
+  ASSERT_TRUE(RecallOn(kSlow, false, &resp).ok());
+}
+
 TEST_F(LaggingReadsTest, EveryGatedReadTakesAllowLagging) {
   ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_NO_FATAL_FAILURE(MakeLag({kSlow}));

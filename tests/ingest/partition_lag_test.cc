@@ -152,6 +152,64 @@ TEST(PartitionLagTrackerTest, AppliedOnlyMovesForwardAndOnlyForOwned) {
 // The consumer thread applies, the monitor samples, readers read, all at
 // once (run under TSan in CI): the applied offsets only grow, and the end
 // state is exact.
+// A caught-up copy cut off from the brokers: its watermark stops moving,
+// so the sample lag stays 0, but past the bound without word from the
+// brokers it is unreachable and lags at least the time since it last heard.
+TEST(PartitionLagTrackerTest, UnheardPastTheBoundIsLaggingNotCaughtUp) {
+  PartitionLagTracker t(2, {0, 1});
+  t.SetUnreachableAfter(absl::Seconds(1));
+  for (int32_t p : {0, 1}) {
+    t.ObserveWatermark(p, 10, At(0));
+    t.SetApplied(p, 10);
+  }
+  // Partition 1's broker keeps answering; partition 0's does not.
+  t.ObserveReachable(1, At(900));
+  t.ObserveReachable(1, At(1800));
+  PartitionLag w = t.Worst(At(1000));
+  EXPECT_FALSE(w.unreachable);
+  EXPECT_EQ(w.lag, absl::ZeroDuration());
+  w = t.Worst(At(1900));
+  EXPECT_EQ(w.partition, 0);
+  EXPECT_TRUE(w.unreachable);
+  EXPECT_EQ(w.lag, absl::Milliseconds(1900));
+  // The cached watermark read again, unchanged, proves nothing.
+  t.ObserveWatermark(0, 10, At(2000));
+  EXPECT_TRUE(t.Worst(At(2100)).unreachable);
+  // A probe that answers: caught up again, lag 0.
+  t.ObserveReachable(0, At(2200));
+  t.ObserveReachable(1, At(2200));
+  w = t.Worst(At(2300));
+  EXPECT_FALSE(w.unreachable);
+  EXPECT_EQ(w.lag, absl::ZeroDuration());
+}
+
+// A watermark that moved came with a fetch response: the brokers were
+// reachable then, and a real lag larger than the silence is kept.
+TEST(PartitionLagTrackerTest,
+     AMovingWatermarkCountsAsHeardAndTheLargerLagWins) {
+  PartitionLagTracker t(1, {0});
+  t.SetUnreachableAfter(absl::Seconds(1));
+  t.SetApplied(0, 0);
+  t.ObserveWatermark(0, 0, At(0));
+  t.ObserveWatermark(0, 5, At(500));  // 0..4 known, not applied
+  t.ObserveWatermark(0, 9, At(1200));
+  PartitionLag w = t.Worst(At(2000));
+  EXPECT_FALSE(w.unreachable);  // heard at 1200
+  EXPECT_EQ(w.lag, absl::Milliseconds(1500));
+  w = t.Worst(At(2500));
+  EXPECT_TRUE(w.unreachable);
+  EXPECT_EQ(w.lag, absl::Milliseconds(2000));  // samples' lag, the larger
+}
+
+TEST(PartitionLagTrackerTest, WithoutABoundSilenceIsNotLag) {
+  PartitionLagTracker t(1, {0});
+  t.ObserveWatermark(0, 3, At(0));
+  t.SetApplied(0, 3);
+  const PartitionLag w = t.Worst(At(600000));
+  EXPECT_FALSE(w.unreachable);
+  EXPECT_EQ(w.lag, absl::ZeroDuration());
+}
+
 TEST(PartitionLagTrackerTest, ConcurrentUseEndsCaughtUp) {
   PartitionLagTracker t(4, {0, 1, 2, 3});
   constexpr int kSteps = 2000;

@@ -19,6 +19,7 @@
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/partitioning.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "src/ingest/exposure_log_producer.h"
 #include "src/ingest/kafka_message_decoder.h"
@@ -598,6 +599,73 @@ TEST_F(ReplicatedWritesRecordSizeTest,
   req.mutable_exposures()->RemoveLast();
   ASSERT_TRUE(Record(1, req, &resp).ok());
   ExpectOnEveryOwner(users[0], 700);
+}
+
+// A fatal idempotence error on replica 1's producer: health says
+// NOT_SERVING and its writes answer UNAVAILABLE saying the producer is
+// being rebuilt, until a new handle reaches the brokers; then SERVING and
+// writes are taken again. --max_serving_lag=0 turns the lag gate off, so
+// only the producer can turn health down here (the broker is down across
+// the error to hold the rebuild).
+class ReplicatedWritesFatalProducerTest : public ReplicatedWritesTest {
+ protected:
+  void SetUp() override {
+    ReplicatedWritesTest::SetUp();
+    edit_config_ = [](ServerConfig* c) {
+      c->max_serving_lag = absl::ZeroDuration();
+    };
+  }
+  grpc::health::v1::HealthCheckResponse::ServingStatus HealthOf(int32_t r) {
+    auto stub = grpc::health::v1::Health::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", servers_[r]->port()),
+                            grpc::InsecureChannelCredentials()));
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service("exposure.v1.ExposureFilter");
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(RpcDeadline());
+    if (!stub->Check(&ctx, req, &resp).ok()) {
+      return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+    }
+    return resp.status();
+  }
+};
+
+TEST_F(ReplicatedWritesFatalProducerTest,
+       AFatalErrorTurnsHealthDownUntilTheProducerIsRebuilt) {
+  using grpc::health::v1::HealthCheckResponse;
+  StartAll();
+  const std::string user = UserOwnedBy("f-", 1, 2);
+  ASSERT_TRUE(RecordOne(1, user, 21).ok());
+  ExposureLogProducer* producer = servers_[1]->log_producer();
+  ASSERT_NE(producer, nullptr);
+  ASSERT_EQ(HealthOf(1), HealthCheckResponse::SERVING);
+
+  cluster_->SetBrokerDown(1);
+  producer->RaiseFatalErrorForTesting("sequence lost in this test");
+  ASSERT_TRUE(
+      WaitFor([&] { return HealthOf(1) == HealthCheckResponse::NOT_SERVING; }));
+  const grpc::Status refused = RecordOne(1, user, 22);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr(absl::StrCat(
+                  "not written: exposures[0] (user \"", user,
+                  "\"): the exposure log producer is being rebuilt after a "
+                  "fatal Kafka error (test_fatal_error: sequence lost in "
+                  "this test): not sent")));
+  EXPECT_THAT(refused.error_message(), HasSubstr("retrying the call is safe"));
+  // The other owner's producer is untouched (its writes only time out
+  // while the broker is down): its health stays up.
+  EXPECT_EQ(HealthOf(2), HealthCheckResponse::SERVING);
+  EXPECT_EQ(producer->stats().rebuilds, 0u);
+
+  cluster_->SetBrokerUp(1);
+  ASSERT_TRUE(
+      WaitFor([&] { return HealthOf(1) == HealthCheckResponse::SERVING; }));
+  EXPECT_EQ(producer->stats().rebuilds, 1u);
+  ASSERT_TRUE(WaitFor([&] { return RecordOne(1, user, 23).ok(); }));
+  ExpectOnEveryOwner(user, 21);
+  ExpectOnEveryOwner(user, 23);
 }
 
 }  // namespace

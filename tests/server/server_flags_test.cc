@@ -25,6 +25,7 @@ ABSL_DECLARE_FLAG(int32_t, replica_ordinal);
 ABSL_DECLARE_FLAG(int32_t, replication_factor);
 ABSL_DECLARE_FLAG(std::string, kafka_brokers);
 ABSL_DECLARE_FLAG(absl::Duration, max_serving_lag);
+ABSL_DECLARE_FLAG(absl::Duration, kafka_produce_timeout);
 
 namespace exposure_filter {
 namespace {
@@ -157,6 +158,26 @@ TEST_F(ServerFlagsTest, ReplicationFactorIsValidatedNamingTheFlags) {
   absl::SetFlag(&FLAGS_replication_factor, 0);
   EXPECT_THAT(Message(ConfigFromFlags().status()),
               HasSubstr("--replication_factor must be >= 1"));
+}
+
+// --kafka_produce_timeout is the per-message produce deadline
+// (message.timeout.ms): refused outside librdkafka's range, naming the flag.
+TEST_F(ServerFlagsTest, KafkaProduceTimeoutIsValidatedNamingTheFlag) {
+  absl::SetFlag(&FLAGS_kafka_brokers, "127.0.0.1:9092");
+  absl::SetFlag(&FLAGS_kafka_produce_timeout, absl::Milliseconds(500));
+  {
+    absl::StatusOr<ServerConfig> config = ConfigFromFlags();
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->kafka.produce_timeout, absl::Milliseconds(500));
+  }
+  absl::SetFlag(&FLAGS_kafka_produce_timeout, absl::ZeroDuration());
+  EXPECT_THAT(Message(ConfigFromFlags().status()),
+              HasSubstr("--kafka_produce_timeout: 0 is outside 1ms to "
+                        "2147483647ms"));
+  absl::SetFlag(&FLAGS_kafka_produce_timeout, absl::Hours(24 * 30));
+  EXPECT_THAT(Message(ConfigFromFlags().status()),
+              HasSubstr("--kafka_produce_timeout: 720h is outside 1ms to "
+                        "2147483647ms"));
 }
 
 // --max_serving_lag, default 1s, 0 turns the gate off, from

@@ -26,6 +26,15 @@ void KafkaIngestMetrics::CollectProducer(
   one("exposure_filter_kafka_produce_in_flight_messages",
       "replicated writes: messages waiting for their delivery report",
       MetricType::Gauge, s.messages_in_flight);
+  one("exposure_filter_kafka_producer_rebuilds_total",
+      "replicated writes: producer handles rebuilt after a fatal error "
+      "(idempotence state lost); writes answered UNAVAILABLE and health said "
+      "NOT_SERVING during each rebuild",
+      MetricType::Counter, s.rebuilds);
+  one("exposure_filter_kafka_producer_writable",
+      "replicated writes: 1 while the producer takes writes, 0 while it is "
+      "rebuilt after a fatal error (or closed)",
+      MetricType::Gauge, s.writable ? 1 : 0);
   prometheus::MetricFamily latency =
       MakeFamily("exposure_filter_kafka_produce_seconds",
                  "replicated writes: a call's first enqueue to its last "
