@@ -362,7 +362,8 @@ public final class FilterReplica implements AutoCloseable {
       if (s != null && !e.subscribed) {
         first = e.filter == null && !e.synced;
         subscribe(e, s);
-      } else if (s != null && e.synced && now - e.renewAtNanos >= 0) {
+      } else if (s != null && e.synced && e.renewAtNanos != Long.MAX_VALUE
+          && now - e.renewAtNanos >= 0) {
         subscribe(e, s);  // renew the lease; the snapshot also compacts
       }
       if (first) {
@@ -642,6 +643,7 @@ public final class FilterReplica implements AutoCloseable {
       subscribes.remove(e.subscribeId);
     }
     e.subscribeId = rid;
+    e.renewAtNanos = Long.MAX_VALUE;  // set again by the snapshot
     subscribes.put(rid, e);
     s.send(SessionRequest.newBuilder().setRequestId(rid).setSubscribe(
         SessionSubscribe.newBuilder().setSurface(e.surface).setUserId(e.userId)

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.exposurefilter.v1.SessionError;
 import com.exposurefilter.v1.SessionRequest;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -162,6 +163,50 @@ class FilterReplicaTest {
     eventually(() -> check(U, IDS).path() == FilterReplica.Path.LOCAL);
     assertEquals(2, server.subscribes(U));
     assertTrue(replica.stats().unaryChecks() >= 1);
+  }
+
+  @Test
+  void resetExpiryRefusalAndLeaseRenewal() throws Exception {
+    check(U, IDS);
+    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(7));
+    replica.sync(Duration.ofSeconds(5));
+    assertFalse(check(U, IDS).keep()[0]);
+
+    // The lease ran out: mode A, and the check subscribes again with the
+    // version held.
+    server.expire(U);
+    replica.sync(Duration.ofSeconds(5));
+    assertEquals(FilterReplica.Path.STREAM, check(U, IDS).path());
+    assertEquals(1, replica.stats().expired());
+    assertEquals(2, server.subscribes(U));
+    replica.sync(Duration.ofSeconds(5));
+    assertEquals(FilterReplica.Path.LOCAL, check(U, IDS).path());
+
+    // The user deleted on the server: everything held forgotten.
+    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(7));
+    replica.sync(Duration.ofSeconds(5));
+    assertFalse(check(U, IDS).keep()[0]);
+    server.reset(U);
+    replica.sync(Duration.ofSeconds(5));
+    FilterReplica.Result r = check(U, IDS);
+    assertEquals(FilterReplica.Path.LOCAL, r.path());
+    assertArrayEquals(new boolean[] {true, true, true}, r.keep());
+    assertEquals(1, replica.stats().resets());
+
+    // A refused subscribe: mode A, whose refusal is the check's error.
+    server.refuse = SessionError.newBuilder().setCode(9)
+        .setMessage("subscribe.user_id: user \"v\" is owned by replica 1").build();
+    StatusRuntimeException e = assertThrows(StatusRuntimeException.class, () -> check("v", 1));
+    assertEquals(Status.Code.FAILED_PRECONDITION, e.getStatus().getCode());
+    assertEquals(1, replica.stats().failedChecks());
+    server.refuse = null;
+
+    // A short lease is renewed at half its length by a check.
+    server.idleTimeoutMs = 100;
+    check("w", IDS);
+    Thread.sleep(60);
+    check("w", IDS);
+    eventually(() -> server.subscribes("w") == 2);
   }
 
   @Test

@@ -3,6 +3,7 @@ package com.exposurefilter.client;
 import com.exposurefilter.v1.ExposureFilterGrpc;
 import com.exposurefilter.v1.FilterRecalledRequest;
 import com.exposurefilter.v1.FilterRecalledResponse;
+import com.exposurefilter.v1.SessionError;
 import com.exposurefilter.v1.SessionPong;
 import com.exposurefilter.v1.SessionPush;
 import com.exposurefilter.v1.SessionRequest;
@@ -45,6 +46,7 @@ final class ScriptedSession implements AutoCloseable {
   volatile boolean holdSnapshots;
   volatile boolean silent;  // no pongs
   volatile boolean lagging;
+  volatile SessionError refuse;  // answers subscribes when set
   final List<SessionRequest> received = new CopyOnWriteArrayList<>();
   final AtomicInteger unaryCalls = new AtomicInteger();
   final AtomicInteger streamsOpened = new AtomicInteger();
@@ -87,6 +89,21 @@ final class ScriptedSession implements AutoCloseable {
       p.addItemHashes(h);
     }
     send(SessionResponse.newBuilder().setPush(p).build());
+  }
+
+  /** The user's filter deleted on the server: a push with reset. */
+  synchronized void reset(String user) {
+    long s = seq(user) + 1;
+    sequence.put(user, s);
+    send(SessionResponse.newBuilder().setPush(SessionPush.newBuilder().setSurface("homefeed")
+        .setUserId(user).setSequence(s).setReset(true)).build());
+  }
+
+  /** The user's lease ran out. */
+  void expire(String user) {
+    send(SessionResponse.newBuilder().setUnsubscribed(SessionUnsubscribed.newBuilder()
+        .setSurface("homefeed").setUserId(user).setReason(SessionUnsubscribed.Reason.IDLE))
+        .build());
   }
 
   void resync() {
@@ -146,7 +163,9 @@ final class ScriptedSession implements AutoCloseable {
             SessionResponse.Builder a = SessionResponse.newBuilder().setRequestId(r.getRequestId());
             switch (r.getKindCase()) {
               case SUBSCRIBE -> {
-                if (!holdSnapshots) {
+                if (refuse != null) {
+                  send(a.setError(refuse).build());
+                } else if (!holdSnapshots) {
                   snapshot(r.getSubscribe().getUserId());
                 }
               }
@@ -156,7 +175,8 @@ final class ScriptedSession implements AutoCloseable {
                       .setLagging(lagging)).build());
                 }
               }
-              case FILTER -> send(a.setFilter(keepAll(r.getFilter())).build());
+              case FILTER -> send(refuse != null ? a.setError(refuse).build()
+                  : a.setFilter(keepAll(r.getFilter())).build());
               case UNSUBSCRIBE -> send(a.setUnsubscribed(SessionUnsubscribed.newBuilder()
                   .setSurface(r.getUnsubscribe().getSurface())
                   .setUserId(r.getUnsubscribe().getUserId())
