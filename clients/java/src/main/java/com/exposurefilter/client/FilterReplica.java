@@ -238,6 +238,7 @@ public final class FilterReplica implements AutoCloseable {
   private final class Stream implements StreamObserver<SessionResponse> {
     StreamObserver<SessionRequest> requests;
     boolean ended;  // guarded by lock
+    boolean finished;  // gRPC ended the call (guarded by lock)
 
     @Override
     public void onNext(SessionResponse r) {
@@ -478,6 +479,24 @@ public final class FilterReplica implements AutoCloseable {
           // already ended
         }
         endStream(s);
+        // The server ends a half-closed stream with OK; cancel only if it
+        // does not within a second.
+        long deadline = System.nanoTime() + 1_000_000_000L;
+        while (!s.finished && deadline - System.nanoTime() > 0) {
+          try {
+            TimeUnit.NANOSECONDS.timedWait(lock, deadline - System.nanoTime());
+          } catch (InterruptedException ie) {
+            Thread.currentThread().interrupt();
+            break;
+          }
+        }
+        if (!s.finished) {
+          try {
+            s.requests.onError(Status.CANCELLED.withDescription("closed").asException());
+          } catch (RuntimeException ignored) {
+            // already ended
+          }
+        }
       }
       lock.notifyAll();
     }
@@ -859,6 +878,8 @@ public final class FilterReplica implements AutoCloseable {
 
   private void onEnded(Stream s) {
     synchronized (lock) {
+      s.finished = true;
+      lock.notifyAll();
       if (s != stream || s.ended) {
         s.ended = true;
         return;
