@@ -127,6 +127,24 @@ public final class FilterView {
     this.checksum = checksum;
   }
 
+  /**
+   * This view without the slices that end at or before {@code cutoffMs}
+   * (format 2's aging rule: a slice is live while its end is after
+   * now - retention); this view itself when every slice is live.
+   */
+  FilterView withSlicesEndingAfter(long cutoffMs) {
+    List<Slice> live = new ArrayList<>();
+    for (Slice s : slices) {
+      if (s.endMs > cutoffMs) {
+        live.add(s);
+      }
+    }
+    if (live.size() == slices.size()) {
+      return this;
+    }
+    return new FilterView(data, formatVersion, live, fpRateTarget, sliceSpanMs, checksum);
+  }
+
   public int formatVersion() {
     return formatVersion;
   }
