@@ -32,10 +32,11 @@
 //     sequence + 1; none between a resync or unsubscribed and the user's
 //     next snapshot; a re-snapshot never goes back in sequence while the
 //     subscription lives.
-//   - Staleness guarantee / no false negative: at each sync point (a ping
-//     written after every write so far was acknowledged), when its pong is
-//     read, every user the client holds synced claims every item recorded
-//     for it (the snapshot's filter or a pushed hash).
+//   - Staleness guarantee / no false negative: when any pong is read,
+//     every user the client holds synced claims every item acknowledged
+//     for it before that ping was sent (the snapshot's filter or a pushed
+//     hash). Sync points (resume reading, ping, wait for the pong) make
+//     sure the check also runs with everything written so far.
 //   - Liveness: a client that reads gets its pong, every resync snapshot
 //     and every deferred subscribe snapshot (a stall traps).
 //   - Bound: no stream's queue ever held more than --session_max_queue_*
@@ -174,7 +175,7 @@ class StreamRun {
 
   void Run() {
     for (int step = 0; step < 48 && in_.remaining_bytes() > 0; ++step) {
-      switch (in_.ConsumeIntegralInRange<int>(0, 11)) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 12)) {
         case 0:
         case 1:
           Send(StructuredRequest());
@@ -211,6 +212,13 @@ class StreamRun {
         case 11:
           Send(CleanSubscribe());
           break;
+        case 12: {  // a ping not waited for: its pong vouches for the
+                    // writes before it, wherever it lands in the stream
+          v1::SessionRequest r;
+          r.mutable_ping();
+          Send(std::move(r));
+          break;
+        }
       }
     }
     Finish();
@@ -391,6 +399,7 @@ class StreamRun {
         break;
       case v1::SessionRequest::kPing:
         s.kind = Kind::kPing;
+        writes_before_ping_[id] = writes_;
         break;
       case v1::SessionRequest::KIND_NOT_SET:
         s.kind = Kind::kNone;
@@ -427,7 +436,8 @@ class StreamRun {
     const grpc::Status s = srv_.stub->RecordExposure(&ctx, req, &resp);
     Require(s.ok(), "a valid RecordExposure is acknowledged");
     std::lock_guard<std::mutex> lock(mu_);
-    recorded_[subject].insert(hashes.begin(), hashes.end());
+    ++writes_;
+    for (uint64_t h : hashes) recorded_[subject][h] = writes_;
     touched_.insert(subject);
   }
 
@@ -465,7 +475,6 @@ class StreamRun {
     {
       std::lock_guard<std::mutex> lock(mu_);
       id = last_id_ + 1;
-      sync_ids_.insert(id);
     }
     Send(std::move(r));
     std::unique_lock<std::mutex> lock(mu_);
@@ -617,7 +626,7 @@ class StreamRun {
         case Kind::kPing:
           Require(r.has_pong(), "a ping is answered by a pong");
           Require(r.pong().server_time_ms() == kNowMs, "pong's clock");
-          if (sync_ids_.count(id) > 0) CheckNoFalseNegative();
+          CheckNoFalseNegative(writes_before_ping_[id]);
           return;
         case Kind::kNone:
           Require(false, "a request with nothing set is an error");
@@ -728,13 +737,16 @@ class StreamRun {
     h.pushed.insert(p.item_hashes().begin(), p.item_hashes().end());
   }
 
-  void CheckNoFalseNegative() {
+  // Every pong: the writes acknowledged before its ping was handed to the
+  // writer (so before it was sent) are visible to each synced user.
+  void CheckNoFalseNegative(uint64_t writes_before) {
     for (const auto& [subject, items] : recorded_) {
       auto it = held_.find(subject);
       if (it == held_.end()) continue;
       const Held& h = it->second;
       if (h.state != Held::kSynced || !h.known) continue;
-      for (uint64_t hash : items) {
+      for (const auto& [hash, write] : items) {
+        if (write > writes_before) continue;
         const bool claimed =
             h.pushed.count(hash) > 0 ||
             (h.view.has_value() && h.view->MayContainHash(hash));
@@ -760,11 +772,14 @@ class StreamRun {
   std::deque<v1::SessionRequest> outbox_;
   uint64_t last_id_ = 0;
   std::map<uint64_t, Sent> sent_;
-  std::set<uint64_t> sync_ids_;
   std::map<Subject, Held> held_;
   std::map<Subject, std::string> last_version_;
   std::map<std::string, std::shared_ptr<const std::string>> versions_;
-  std::map<Subject, std::set<uint64_t>> recorded_;
+  // Per subject, each acknowledged item and the number of the write that
+  // last recorded it (a ping vouches for the writes before it was sent).
+  std::map<Subject, std::map<uint64_t, uint64_t>> recorded_;
+  uint64_t writes_ = 0;
+  std::map<uint64_t, uint64_t> writes_before_ping_;  // ping id -> writes_
   std::set<Subject> touched_;
   std::set<Subject> subscribed_;  // by CleanSubscribe (harness thread only)
   int64_t largest_snapshot_ = 0;
