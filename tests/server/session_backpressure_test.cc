@@ -352,9 +352,10 @@ TEST_F(SessionBackpressureTest,
     }
   };
   // Stops reading, then writes until the server overflows the stream's
-  // queue `resyncs` times in all, and 500 writes more: the bound must hold
-  // throughout, and the stream must go on.
-  auto overflow = [&](uint64_t resyncs, const char* when) {
+  // queue once more, and 500 writes more: the bound must hold throughout,
+  // and the stream must go on.
+  auto overflow = [&](const char* when) {
+    const uint64_t resyncs = hub.counters().resyncs + 1;
     c.PauseReading();
     hub.ResetQueuePeak();
     int w = 0;
@@ -366,7 +367,7 @@ TEST_F(SessionBackpressureTest,
     }
     ASSERT_EQ(hub.counters().ended_overflow, 0u)
         << when << ": the stream was ended RESOURCE_EXHAUSTED, not resynced";
-    ASSERT_EQ(hub.counters().resyncs, resyncs)
+    ASSERT_GE(hub.counters().resyncs, resyncs)
         << when << ": no overflow after " << w << " writes to a stopped reader";
     const uint64_t dropped = hub.counters().pushes_dropped;
     for (int i = 0; i < 500; ++i) write(users[i % 2]);
@@ -380,6 +381,16 @@ TEST_F(SessionBackpressureTest,
         << when << ": the stream was ended, not resynced";
   };
 
+  // Caught up: every resync the server sent (no write is under way, so
+  // its count is final) was read, and each user snapshotted after the
+  // last one. More than one resync per stall is allowed: while the
+  // client's transport still accepts bytes the stream drains, the
+  // housekeeping tick re-snapshots, pushes resume and overflow again.
+  auto all_resynced = [&] {
+    return copies.resyncs() == static_cast<int>(hub.counters().resyncs) &&
+           copies.SnapshotsSinceResync("u1") >= 1 &&
+           copies.SnapshotsSinceResync("u2") >= 1;
+  };
   for (const std::string& user : users) {
     write(user);  // history before the subscription: in the snapshot
     ASSERT_TRUE(c.Subscribe(++request_id, "h", user));
@@ -391,30 +402,18 @@ TEST_F(SessionBackpressureTest,
 
   // First overflow; on reading again, the client resubscribes u1 itself
   // and u2 gets the server's resync snapshot.
-  overflow(1, "first overflow");
+  overflow("first overflow");
   if (HasFatalFailure()) return;
   c.ResumeReading();
-  ASSERT_TRUE(read_until(
-      [&] {
-        return copies.resyncs() == 1 &&
-               copies.SnapshotsSinceResync("u1") >= 1 &&
-               copies.SnapshotsSinceResync("u2") >= 1;
-      },
-      "u1"));
+  ASSERT_TRUE(read_until(all_resynced, "u1"));
   check_converged("after the first resync");
   if (HasFatalFailure()) return;
 
   // Second overflow, after the first resync completed: resynced again.
-  overflow(2, "second overflow");
+  overflow("second overflow");
   if (HasFatalFailure()) return;
   c.ResumeReading();
-  ASSERT_TRUE(read_until(
-      [&] {
-        return copies.resyncs() == 2 &&
-               copies.SnapshotsSinceResync("u1") >= 1 &&
-               copies.SnapshotsSinceResync("u2") >= 1;
-      },
-      "u2"));
+  ASSERT_TRUE(read_until(all_resynced, "u2"));
   check_converged("after the second resync");
   if (HasFatalFailure()) return;
 
@@ -431,7 +430,7 @@ TEST_F(SessionBackpressureTest,
     EXPECT_EQ(r->push().user_id(), user);
     EXPECT_EQ(r->push().sequence(), before + 1);
   }
-  EXPECT_EQ(hub.counters().resyncs, 2u);
+  EXPECT_GE(hub.counters().resyncs, 2u);
   EXPECT_EQ(hub.counters().ended_overflow, 0u);
   ASSERT_TRUE(c.WritesDone());
   EXPECT_TRUE(c.Finish().ok());
