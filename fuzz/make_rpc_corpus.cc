@@ -3,8 +3,8 @@
 // (the preloaded user, every limit exactly, extreme times and ids) and ones
 // one step past a limit, so each fuzzer starts from both sides of every
 // check. The sequence fuzzer gets pseudo-random byte strings (any bytes
-// drive FuzzedDataProvider). Deterministic: rerunning rewrites the same
-// files. Usage (after scripts/fuzz.sh built it):
+// drive FuzzedDataProvider), and so does the session fuzzer. Deterministic:
+// rerunning rewrites the same files. Usage (after scripts/fuzz.sh built it):
 //   build-fuzz/fuzz/make_rpc_corpus fuzz/corpus
 #include <cstdint>
 #include <cstdio>
@@ -273,6 +273,24 @@ std::vector<std::string> SequenceSeeds() {
   return out;
 }
 
+// The session fuzzer reads its steps through FuzzedDataProvider too; its
+// seeds are longer, so that the first runs already reach a stopped reader,
+// a burst of writes and an overflow (a step costs a few bytes). A seed is
+// a byte string, so a different generator seed keeps them apart from the
+// sequence fuzzer's.
+std::vector<std::string> SessionSeeds() {
+  std::mt19937_64 rng(20261128);
+  std::vector<std::string> out;
+  for (size_t len : {64, 128, 256, 256, 512, 512, 1024, 1024, 2048, 4096}) {
+    for (int copy = 0; copy < 2; ++copy) {
+      std::string s(len, '\0');
+      for (char& c : s) c = static_cast<char>(rng());
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -296,5 +314,6 @@ int main(int argc, char** argv) {
         TraceSeeds<v1::RemoveTracedUsersRequest>());
   Write(dir, "rpc_list_traced_users_fuzzer", NoFieldSeeds());
   Write(dir, "rpc_sequence_fuzzer", SequenceSeeds());
+  Write(dir, "session_stream_fuzzer", SessionSeeds());
   return 0;
 }

@@ -94,6 +94,13 @@ class ExposureFilterServer {
   const ServingReadiness& readiness() const { return *readiness_; }
   // The session stream's subscriptions and counters.
   SessionHub& session_hub() { return *session_hub_; }
+  // A channel to this server inside the process, no socket: the session
+  // fuzzer's client. Its transport hands a message over only when the
+  // other side reads it, so a client that stops reading stalls the
+  // server's write at once, with no HTTP/2 window in between.
+  std::shared_ptr<grpc::Channel> InProcessChannel() {
+    return server_->InProcessChannel(grpc::ChannelArguments());
+  }
 
  private:
   explicit ExposureFilterServer(const ServerConfig& config);

@@ -121,6 +121,24 @@ class SessionHub final : public StoreApplyObserver,
   int64_t subscriptions() const {
     return subscriptions_.load(std::memory_order_relaxed);
   }
+  // The most one stream's queue has held (bytes, messages), since start or
+  // the last ResetQueuePeak: the per-stream bound (--session_max_queue_*)
+  // is a claim about every instant, which a sampled queue_bytes() cannot
+  // check. Streams report each queue growth, under their queue lock.
+  void NoteStreamQueue(int64_t bytes, int64_t messages) {
+    AtomicMax(&queue_peak_bytes_, bytes);
+    AtomicMax(&queue_peak_messages_, messages);
+  }
+  int64_t queue_peak_bytes() const {
+    return queue_peak_bytes_.load(std::memory_order_relaxed);
+  }
+  int64_t queue_peak_messages() const {
+    return queue_peak_messages_.load(std::memory_order_relaxed);
+  }
+  void ResetQueuePeak() {
+    queue_peak_bytes_.store(0, std::memory_order_relaxed);
+    queue_peak_messages_.store(0, std::memory_order_relaxed);
+  }
   size_t streams() const;
   // Counters are bumped by the streams through these.
   enum class Count {
@@ -164,6 +182,13 @@ class SessionHub final : public StoreApplyObserver,
   };
   static constexpr size_t kShards = 64;
   HubShard& ShardFor(absl::string_view key) const;
+  // A relaxed maximum: the common case (not a new peak) is one load.
+  static void AtomicMax(std::atomic<int64_t>* peak, int64_t value) {
+    int64_t seen = peak->load(std::memory_order_relaxed);
+    while (value > seen && !peak->compare_exchange_weak(
+                               seen, value, std::memory_order_relaxed)) {
+    }
+  }
   // The open streams (acted on outside the lock); `shutting_down` first
   // refuses new ones.
   std::vector<std::shared_ptr<SessionStream>> StreamList(bool shutting_down);
@@ -177,6 +202,8 @@ class SessionHub final : public StoreApplyObserver,
   std::unique_ptr<HubShard[]> shards_;
   std::atomic<int64_t> subscriptions_{0};
   std::atomic<int64_t> queue_bytes_{0};
+  std::atomic<int64_t> queue_peak_bytes_{0};
+  std::atomic<int64_t> queue_peak_messages_{0};
   std::atomic<uint64_t> counts_[static_cast<int>(Count::kNumCounts)] = {};
   std::atomic<uint64_t> pushed_items_{0};
 

@@ -288,6 +288,7 @@ absl::Status SessionStream::TakeSnapshot(SessionSubscription* sub, uint64_t id,
         queue_.push_back(Queued{std::move(message), bytes, Kind::kSnapshot});
         queue_bytes_ += static_cast<int64_t>(bytes);
         hub_->AddQueueBytes(static_cast<int64_t>(bytes));
+        NoteQueueLocked();
         sub->synced_generation = generation_;
         sub->snapshot_owed = false;
         *queued = true;
@@ -383,6 +384,7 @@ void SessionStream::EnqueueAnswer(const v1::SessionResponse& response) {
   queue_.push_back(Queued{std::move(message), bytes, Kind::kAnswer});
   queue_bytes_ += static_cast<int64_t>(bytes);
   hub_->AddQueueBytes(static_cast<int64_t>(bytes));
+  NoteQueueLocked();
 }
 
 void SessionStream::EnqueueError(uint64_t id, absl::string_view kind,
@@ -416,6 +418,7 @@ bool SessionStream::EnqueuePush(SessionSubscription* sub,
   queue_.push_back(Queued{message, bytes, Kind::kPush});
   queue_bytes_ += static_cast<int64_t>(bytes);
   hub_->AddQueueBytes(static_cast<int64_t>(bytes));
+  NoteQueueLocked();
   hub_->Bump(SessionHub::Count::kPush);
   hub_->AddPushedItems(items);
   return !writing_;
@@ -462,6 +465,7 @@ void SessionStream::OverflowLocked() {
     queue_.push_front(Queued{std::move(message), bytes, Kind::kAnswer});
     queue_bytes_ += static_cast<int64_t>(bytes);
     hub_->AddQueueBytes(static_cast<int64_t>(bytes));
+    NoteQueueLocked();
   }
   resync_in_progress_ = true;
   resync_all_ = true;
@@ -651,6 +655,10 @@ void SessionStream::ClearQueueLocked() {
   hub_->AddQueueBytes(-queue_bytes_);
   queue_.clear();
   queue_bytes_ = 0;
+}
+
+void SessionStream::NoteQueueLocked() {
+  hub_->NoteStreamQueue(queue_bytes_, static_cast<int64_t>(queue_.size()));
 }
 
 void SessionStream::OnCancel() {

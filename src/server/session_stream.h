@@ -148,6 +148,8 @@ class SessionStream final
   void EndLocked(const grpc::Status& status, bool drain, EndReason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClearQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reports the queue's size after it grew (SessionHub::NoteStreamQueue).
+  void NoteQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowLocked(int divisor) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts at most one write, or Finish; Kick runs it as a loop
   // (inline_completion_loop.h).

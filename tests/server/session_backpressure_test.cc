@@ -2,8 +2,11 @@
 // control, limits and resync"): the server's queue for it never passes its
 // bound however many writes arrive, the heap does not grow with them, and
 // once the client reads again it gets a resync notice and a fresh snapshot
-// holding every write it missed, after which pushes resume in sequence.
-// Also the memory a subscription and a stream cost, measured.
+// holding every write it missed, after which pushes resume in sequence;
+// and that the same holds the second time the client stops reading, after
+// it caught up with the first resync (the stream goes on, bounded, and the
+// client's copy converges again). Also the memory a subscription and a stream
+// cost, measured.
 #include <grpcpp/grpcpp.h>
 #include <malloc.h>
 #include <prometheus/client_metric.h>
@@ -11,7 +14,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +194,246 @@ TEST_F(SessionBackpressureTest, TheResyncGoesAheadOfAPongQueuedBeforeIt) {
   }
   ASSERT_TRUE(r.has_value()) << "no pong";
   EXPECT_TRUE(resynced) << "the pong came before the resync notice";
+}
+
+// What a session client holds, per user: the last snapshot's filter and
+// the items pushed since, applied by the protocol's rules (a push only at
+// the last sequence + 1, none between a resync and the user's snapshot).
+// The test's stand-in for a replica, strict where a replica would resync.
+class HeldCopies {
+ public:
+  // Applies one response; false (with `why`) on a protocol violation.
+  bool Take(const v1::SessionResponse& r, std::string* why) {
+    if (r.has_resync()) {
+      ++resyncs_;
+      for (auto& [user, h] : held_) h.synced = false;
+    } else if (r.has_snapshot()) {
+      Held& h = held_[r.snapshot().user_id()];
+      if (h.view.has_value() && r.snapshot().sequence() < h.sequence) {
+        *why = absl::StrCat("snapshot of ", r.snapshot().user_id(),
+                            " went back from sequence ", h.sequence, " to ",
+                            r.snapshot().sequence());
+        return false;
+      }
+      h.bytes = std::make_unique<std::string>(r.snapshot().filter());
+      absl::StatusOr<FilterView> view = FilterView::Parse(*h.bytes);
+      if (!view.ok()) {
+        *why = view.status().ToString();
+        return false;
+      }
+      h.view = *std::move(view);
+      h.sequence = r.snapshot().sequence();
+      h.pushed.clear();
+      h.synced = true;
+      ++h.snapshots_since_resync;
+    } else if (r.has_push()) {
+      Held& h = held_[r.push().user_id()];
+      if (!h.synced) {
+        *why = absl::StrCat("push ", r.push().sequence(), " of ",
+                            r.push().user_id(),
+                            " between a resync and the user's snapshot");
+        return false;
+      }
+      if (r.push().sequence() != h.sequence + 1) {
+        *why = absl::StrCat("push of ", r.push().user_id(), " at sequence ",
+                            r.push().sequence(), " after ", h.sequence);
+        return false;
+      }
+      h.sequence = r.push().sequence();
+      h.pushed.insert(r.push().item_hashes().begin(),
+                      r.push().item_hashes().end());
+    }
+    return true;
+  }
+  // Starts counting each user's snapshots from zero (call at a resync).
+  void ClearSnapshotCounts() {
+    for (auto& [user, h] : held_) h.snapshots_since_resync = 0;
+  }
+  bool Synced(const std::string& user) const {
+    auto it = held_.find(user);
+    return it != held_.end() && it->second.synced;
+  }
+  int SnapshotsSinceResync(const std::string& user) const {
+    auto it = held_.find(user);
+    return it == held_.end() ? 0 : it->second.snapshots_since_resync;
+  }
+  bool Claims(const std::string& user, uint64_t id) const {
+    auto it = held_.find(user);
+    if (it == held_.end() || !it->second.view.has_value()) return false;
+    const uint64_t h = HashItemId(id);
+    return it->second.pushed.count(h) > 0 || it->second.view->MayContainHash(h);
+  }
+  uint64_t Sequence(const std::string& user) const {
+    auto it = held_.find(user);
+    return it == held_.end() ? 0 : it->second.sequence;
+  }
+  int resyncs() const { return resyncs_; }
+
+ private:
+  struct Held {
+    std::unique_ptr<std::string> bytes;  // the view points into it
+    std::optional<FilterView> view;
+    uint64_t sequence = 0;
+    std::set<uint64_t> pushed;
+    bool synced = false;
+    int snapshots_since_resync = 0;
+  };
+  std::map<std::string, Held> held_;
+  int resyncs_ = 0;
+};
+
+// The second overflow: a client that stopped reading, was resynced and
+// caught up (one user resubscribed by the client on the resync notice,
+// the other re-snapshotted by the server on its own), then stops reading
+// AGAIN while writes continue. The server must stay within its queue
+// bound again, notify again (a second resync, not the end of the stream:
+// the first resync had completed), and once the client reads, its copy
+// must converge again with no acknowledged item missing.
+TEST_F(SessionBackpressureTest,
+       AReaderThatStopsAgainAfterItsResyncIsResyncedAgain) {
+  SessionTestClient c(NarrowWindowChannel(server_->port()));
+  SessionHub& hub = server_->session_hub();
+  const std::vector<std::string> users = {"u1", "u2"};
+  HeldCopies copies;
+  std::string why;
+  // Every acknowledged write, per user: its first id (kItems ids each).
+  constexpr int kItems = 20;
+  std::map<std::string, std::vector<uint64_t>> acked;
+  uint64_t next_id = 1'000'000;
+  auto write = [&](const std::string& user) {
+    Record(user, next_id, kItems);
+    acked[user].push_back(next_id);
+    next_id += kItems;
+  };
+  // Reads until `done` holds after a response, applying each; answers
+  // the first resync notice it reads by resubscribing `resubscribe`.
+  uint64_t request_id = 100;
+  auto read_until = [&](auto done, const std::string& resubscribe) {
+    bool resubscribed = false;
+    while (!done()) {
+      std::optional<v1::SessionResponse> r = c.Next();
+      if (!r.has_value()) return ::testing::AssertionFailure() << "stalled";
+      if (!copies.Take(*r, &why)) {
+        return ::testing::AssertionFailure() << why;
+      }
+      if (r->has_resync()) {
+        copies.ClearSnapshotCounts();
+        if (!resubscribe.empty() && !resubscribed) {
+          resubscribed = true;
+          if (!c.Subscribe(++request_id, "h", resubscribe)) {
+            return ::testing::AssertionFailure() << "resubscribe not written";
+          }
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
+  };
+  // A ping written after every write so far was acknowledged: when its
+  // pong is read, each synced user's copy must hold all its writes.
+  auto check_converged = [&](const char* when) {
+    const uint64_t ping = ++request_id;
+    ASSERT_TRUE(c.Ping(ping));
+    bool pong = false;
+    while (!pong) {
+      std::optional<v1::SessionResponse> r = c.Next();
+      ASSERT_TRUE(r.has_value()) << when << ": no pong";
+      ASSERT_TRUE(copies.Take(*r, &why)) << when << ": " << why;
+      pong = r->has_pong() && r->request_id() == ping;
+    }
+    for (const std::string& user : users) {
+      ASSERT_TRUE(copies.Synced(user)) << when << ": " << user;
+      int missing = 0;
+      for (uint64_t first : acked[user]) {
+        for (int i = 0; i < kItems; ++i)
+          missing += !copies.Claims(user, first + i);
+      }
+      EXPECT_EQ(missing, 0) << when << ": acknowledged items of " << user
+                            << " missing from the client's synced copy";
+    }
+  };
+  // Stops reading, then writes until the server overflows the stream's
+  // queue once more, and 500 writes more: the bound must hold throughout,
+  // and the stream must go on.
+  auto overflow = [&](const char* when) {
+    const uint64_t resyncs = hub.counters().resyncs + 1;
+    c.PauseReading();
+    hub.ResetQueuePeak();
+    int w = 0;
+    // Stops early if the server ended the stream instead (the failure
+    // below then says so, not a timeout).
+    while (hub.counters().resyncs < resyncs &&
+           hub.counters().ended_overflow == 0 && w < 40000) {
+      write(users[w++ % 2]);
+    }
+    ASSERT_EQ(hub.counters().ended_overflow, 0u)
+        << when << ": the stream was ended RESOURCE_EXHAUSTED, not resynced";
+    ASSERT_GE(hub.counters().resyncs, resyncs)
+        << when << ": no overflow after " << w << " writes to a stopped reader";
+    const uint64_t dropped = hub.counters().pushes_dropped;
+    for (int i = 0; i < 500; ++i) write(users[i % 2]);
+    EXPECT_GT(hub.counters().pushes_dropped, dropped)
+        << when << ": writes after the overflow were still pushed";
+    EXPECT_LE(hub.queue_peak_bytes(), kQueueBytes)
+        << when << ": a stream's queued bytes passed the bound";
+    EXPECT_LE(hub.queue_peak_messages(), kQueueMessages)
+        << when << ": a stream's queued messages passed the bound";
+    EXPECT_EQ(hub.counters().ended_overflow, 0u)
+        << when << ": the stream was ended, not resynced";
+  };
+
+  // Caught up: every resync the server sent (no write is under way, so
+  // its count is final) was read, and each user snapshotted after the
+  // last one. More than one resync per stall is allowed: while the
+  // client's transport still accepts bytes the stream drains, the
+  // housekeeping tick re-snapshots, pushes resume and overflow again.
+  auto all_resynced = [&] {
+    return copies.resyncs() == static_cast<int>(hub.counters().resyncs) &&
+           copies.SnapshotsSinceResync("u1") >= 1 &&
+           copies.SnapshotsSinceResync("u2") >= 1;
+  };
+  for (const std::string& user : users) {
+    write(user);  // history before the subscription: in the snapshot
+    ASSERT_TRUE(c.Subscribe(++request_id, "h", user));
+  }
+  ASSERT_TRUE(read_until(
+      [&] { return copies.Synced("u1") && copies.Synced("u2"); }, ""));
+  check_converged("subscribed");
+  if (HasFatalFailure()) return;
+
+  // First overflow; on reading again, the client resubscribes u1 itself
+  // and u2 gets the server's resync snapshot.
+  overflow("first overflow");
+  if (HasFatalFailure()) return;
+  c.ResumeReading();
+  ASSERT_TRUE(read_until(all_resynced, "u1"));
+  check_converged("after the first resync");
+  if (HasFatalFailure()) return;
+
+  // Second overflow, after the first resync completed: resynced again.
+  overflow("second overflow");
+  if (HasFatalFailure()) return;
+  c.ResumeReading();
+  ASSERT_TRUE(read_until(all_resynced, "u2"));
+  check_converged("after the second resync");
+  if (HasFatalFailure()) return;
+
+  // Pushes resume in sequence after the resync snapshots.
+  for (const std::string& user : users) {
+    const uint64_t before = copies.Sequence(user);
+    write(user);
+    std::optional<v1::SessionResponse> r;
+    while ((r = c.Next()).has_value() && !r->has_push()) {
+      ASSERT_TRUE(copies.Take(*r, &why)) << why;
+    }
+    ASSERT_TRUE(r.has_value()) << "no push after the second resync";
+    ASSERT_TRUE(copies.Take(*r, &why)) << why;
+    EXPECT_EQ(r->push().user_id(), user);
+    EXPECT_EQ(r->push().sequence(), before + 1);
+  }
+  EXPECT_GE(hub.counters().resyncs, 2u);
+  EXPECT_EQ(hub.counters().ended_overflow, 0u);
+  ASSERT_TRUE(c.WritesDone());
+  EXPECT_TRUE(c.Finish().ok());
 }
 
 // Not a bound check: what one subscription and one stream cost, printed

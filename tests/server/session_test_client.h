@@ -2,7 +2,7 @@
 // reader thread queues every SessionResponse so a test can wait for the
 // next one with a deadline (a broken server fails the test instead of
 // hanging it). It can also stop reading, to play a client that does not
-// keep up.
+// keep up, and stop again after it read for a while.
 #ifndef EXPOSURE_FILTER_TESTS_SERVER_SESSION_TEST_CLIENT_H_
 #define EXPOSURE_FILTER_TESTS_SERVER_SESSION_TEST_CLIENT_H_
 
@@ -70,7 +70,8 @@ class SessionTestClient {
   }
   ~SessionTestClient() {
     ctx_.TryCancel();
-    StartReading();  // a reader that never started must still join
+    ResumeReading();  // a paused reader must see the cancellation
+    StartReading();   // a reader that never started must still join
     if (reader_.joinable()) reader_.join();
     if (!finished_) stream_->Finish();
   }
@@ -81,7 +82,12 @@ class SessionTestClient {
     reading_started_ = true;
     reader_ = std::thread([this] {
       exposure::v1::SessionResponse r;
-      while (stream_->Read(&r)) {
+      while (true) {
+        {
+          std::unique_lock<std::mutex> l(mu_);
+          cv_.wait(l, [&] { return !paused_; });
+        }
+        if (!stream_->Read(&r)) break;
         std::lock_guard<std::mutex> l(mu_);
         received_.push_back(r);
         cv_.notify_all();
@@ -90,6 +96,19 @@ class SessionTestClient {
       ended_ = true;
       cv_.notify_all();
     });
+  }
+
+  // Stops reading after the read under way (one more message may still
+  // arrive): the server's writes then stall once the client's transport
+  // window is full. ResumeReading reads again.
+  void PauseReading() {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = true;
+  }
+  void ResumeReading() {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = false;
+    cv_.notify_all();
   }
 
   bool Write(const exposure::v1::SessionRequest& request) {
@@ -130,6 +149,7 @@ class SessionTestClient {
   }
   // Waits for the end of the stream (the reader saw it) and its status.
   grpc::Status Finish() {
+    ResumeReading();
     StartReading();
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -151,6 +171,7 @@ class SessionTestClient {
   std::deque<exposure::v1::SessionResponse> received_;
   bool ended_ = false;
   bool reading_started_ = false;
+  bool paused_ = false;
   bool finished_ = false;
   std::thread reader_;
 };
