@@ -2,8 +2,8 @@
 // R = 2, P = 6, librdkafka's mock cluster: tests/ingest's fixture): checks
 // are answered by owner 0's local copy; when owner 0's server goes away the
 // user moves to owner 1, resubscribed with the version held, and no check
-// misses a written item meanwhile (pushed ones included); with read-your-writes a check right
-// after the client's own write never misses it.
+// misses a written item meanwhile (pushed ones included); with read-your-writes
+// a check right after the client's own write never misses it.
 #include "exposure_filter/routing_filter_replica.h"
 
 #include <grpcpp/grpcpp.h>
@@ -18,6 +18,7 @@
 #include "exposure_filter/partitioning.h"
 #include "exposure_filter/routing_client.h"
 #include "gtest/gtest.h"
+#include "tests/ingest/replicated_cluster_routing.h"
 #include "tests/ingest/replicated_cluster_test_base.h"
 
 namespace exposure_filter {
@@ -26,17 +27,9 @@ namespace {
 class RoutingFilterReplicaTest : public ReplicatedClusterTest {
  protected:
   std::unique_ptr<RoutingClient> Router(bool read_your_writes) {
-    RoutingOptions o;
-    o.partitions = kPartitions;
-    o.replication_factor = kReplication;
-    for (int32_t r = 0; r < kReplicas; ++r) {
-      o.replica_addresses.push_back(
-          absl::StrCat("127.0.0.1:", servers_[r]->port()));
-    }
-    // Generous for sanitizer builds on a loaded machine; nothing is timed.
-    o.client.deadline = absl::Seconds(30);
-    o.read_your_writes.enabled = read_your_writes;
-    auto router = RoutingClient::Connect(o, grpc::InsecureChannelCredentials());
+    auto router = RoutingClient::Connect(
+        ClusterRoutingOptions(servers_, read_your_writes),
+        grpc::InsecureChannelCredentials());
     EXPECT_TRUE(router.ok()) << router.status();
     return router.ok() ? *std::move(router) : nullptr;
   }

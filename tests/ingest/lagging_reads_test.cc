@@ -23,6 +23,7 @@
 #include "exposure_filter/routing_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/ingest/replicated_cluster_routing.h"
 #include "tests/ingest/replicated_cluster_test_base.h"
 #include "tests/persist/faulty_disk_io.h"
 
@@ -339,15 +340,8 @@ TEST_F(LaggingReadsTest, TheRoutingClientReadsWhileBothOwnersLag) {
               grpc::StatusCode::UNAVAILABLE)
         << r;
   }
-  RoutingOptions o;
-  o.partitions = kPartitions;
-  o.replication_factor = kReplication;
-  for (int32_t r = 0; r < kReplicas; ++r) {
-    o.replica_addresses.push_back(
-        absl::StrCat("127.0.0.1:", servers_[r]->port()));
-  }
-  o.client.deadline = absl::Seconds(30);
-  auto router = RoutingClient::Connect(o, grpc::InsecureChannelCredentials());
+  auto router = RoutingClient::Connect(ClusterRoutingOptions(servers_),
+                                       grpc::InsecureChannelCredentials());
   ASSERT_TRUE(router.ok()) << router.status();
   exposure::v1::FilterRecalledRequest req;
   req.set_user_id(user_);

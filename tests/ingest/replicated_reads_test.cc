@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/ingest/replicated_cluster_routing.h"
 #include "tests/ingest/replicated_cluster_test_base.h"
 #include "tests/persist/faulty_disk_io.h"
 
@@ -280,16 +281,9 @@ TEST_F(ReplicatedReadsTest, TheRoutingClientReadsItsOwnWritesThroughFailover) {
     }
   }
   auto router_with = [&](bool read_your_writes) {
-    RoutingOptions o;
-    o.partitions = kPartitions;
-    o.replication_factor = kReplication;
-    for (int32_t r = 0; r < kReplicas; ++r) {
-      o.replica_addresses.push_back(
-          absl::StrCat("127.0.0.1:", servers_[r]->port()));
-    }
-    o.client.deadline = absl::Seconds(30);
-    o.read_your_writes.enabled = read_your_writes;
-    auto router = RoutingClient::Connect(o, grpc::InsecureChannelCredentials());
+    auto router = RoutingClient::Connect(
+        ClusterRoutingOptions(servers_, read_your_writes),
+        grpc::InsecureChannelCredentials());
     EXPECT_TRUE(router.ok()) << router.status();
     return *std::move(router);
   };
