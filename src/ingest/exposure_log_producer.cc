@@ -118,8 +118,9 @@ class ExposureLogProducer::DeliveryReports final
     }
     // A message failed by the fatal error itself, or purged by the rebuild,
     // says so: its caller learns why, and that a retry will be taken.
-    const bool rebuilding =
-        message.err() == RdKafka::ERR__FATAL || producer_->rebuilding_.load();
+    const bool rebuilding = message.err() == RdKafka::ERR__FATAL ||
+                            producer_->rebuilding_.load() ||
+                            !producer_->HandleFatalError().empty();
     const std::string error = rebuilding
                                   ? producer_->RebuildingError(message.errstr())
                                   : message.errstr();
@@ -232,10 +233,26 @@ std::string ExposureLogProducer::RebuildingError(
 
 std::string ExposureLogProducer::RebuildingErrorLocked(
     const std::string& detail) const {
+  std::string reason = fatal_reason_;
+  if (reason.empty()) reason = HandleFatalErrorLocked();
+  if (reason.empty()) reason = "librdkafka reported it";
   return absl::StrCat(
       "the exposure log producer is being rebuilt after a fatal Kafka error (",
-      fatal_reason_.empty() ? "librdkafka reported it" : fatal_reason_,
-      "): ", detail, "; writes are taken again once it is rebuilt");
+      reason, "): ", detail, "; writes are taken again once it is rebuilt");
+}
+
+std::string ExposureLogProducer::HandleFatalError() const {
+  absl::ReaderMutexLock lock(&produce_mu_);
+  return HandleFatalErrorLocked();
+}
+
+std::string ExposureLogProducer::HandleFatalErrorLocked() const {
+  std::string reason;
+  if (producer_ == nullptr ||
+      producer_->fatal_error(reason) == RdKafka::ERR_NO_ERROR) {
+    return "";
+  }
+  return reason.empty() ? "librdkafka reported it" : reason;
 }
 
 void ExposureLogProducer::Rebuild(RdKafka::Producer* handle,

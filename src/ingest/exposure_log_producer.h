@@ -177,6 +177,12 @@ class ExposureLogProducer {
       ABSL_LOCKS_EXCLUDED(produce_mu_);
   std::string RebuildingErrorLocked(const std::string& detail) const
       ABSL_SHARED_LOCKS_REQUIRED(produce_mu_);
+  // The current handle's fatal error, empty when it has none (or is gone).
+  // librdkafka fails or purges messages as it raises the error, so their
+  // reports can come before this thread's Rebuild has seen it.
+  std::string HandleFatalError() const ABSL_LOCKS_EXCLUDED(produce_mu_);
+  std::string HandleFatalErrorLocked() const
+      ABSL_SHARED_LOCKS_REQUIRED(produce_mu_);
 
   const ExposureLogProducerOptions options_;
   int32_t partition_count_ = 0;
