@@ -35,12 +35,15 @@ public final class E2eFailover {
     // Deadline and per-try timeout as the C++ failover test's: a loaded
     // machine must not time out both owners of a healthy pair, and a dead
     // owner fails fast (refused connection) whatever they are. The
-    // channel's own retries (3 attempts, the default) give a read right
-    // after its write the few milliseconds the owners need to apply it:
-    // without them both owners refuse such a read at once.
+    // channel's own retries give a read right after its write the time the
+    // owners need to apply it (without them both owners refuse such a read
+    // at once): five attempts, the most the policy takes (backoffs of 50,
+    // 100, 200 and 400 ms with jitter), not the default three, so that a
+    // loaded machine's apply delay fits inside the 1 s try.
     try (RoutingClient router = RoutingClient.builder().replicaAddresses(route)
         .partitions(partitions).replicationFactor(r).deadline(Duration.ofSeconds(3))
-        .perTryTimeout(Duration.ofSeconds(1)).readYourWrites(true).build()) {
+        .perTryTimeout(Duration.ofSeconds(1)).maxAttempts(5).readYourWrites(true)
+        .build()) {
       AtomicBoolean stop = new AtomicBoolean();
       AtomicLong reads = new AtomicLong();
       AtomicLong writes = new AtomicLong();
