@@ -34,6 +34,7 @@ from exposure_filter.client import ExposureFilterClient, connect
 from exposure_filter.filter_replica import LOCAL, FilterReplica
 
 import server_harness as harness
+from test_pull_agreement import mask_bit  # one reading of a KEEP_MASK bit
 
 DAY_MS = 24 * 3600 * 1000
 SURFACE = "homefeed"
@@ -41,10 +42,6 @@ HISTORIES = [0, 1, 5, 20, 50, 100, 200, 400, 700, 1000, 1500, 2000, 3000]
 USERS = 3 * len(HISTORIES)
 ROUNDS = 240
 CANDIDATES_PER_CHECK = 440
-
-
-def mask_bit(mask, i):
-    return bool(mask[i // 8] >> (i % 8) & 1)
 
 
 class ReplicaAgreementTest(unittest.TestCase):
