@@ -25,9 +25,11 @@
 //     INVALID_ARGUMENT for none set); errors name the field. Once the
 //     client has read everything, every request has its answer, except a
 //     subscribe whose snapshot the protocol sends with request_id 0 (it did
-//     not fit the queue, or a resync replaced it): that user's id-0
-//     snapshot must then arrive. Only a stream ended RESOURCE_EXHAUSTED
-//     (second overflow) may leave requests unanswered.
+//     not fit the queue, or a resync replaced it): a later snapshot of that
+//     user must then arrive, with id 0 or answering a later subscribe of
+//     it (the spec: a client takes a snapshot as its user's, whatever its
+//     request_id). Only a stream ended RESOURCE_EXHAUSTED (second
+//     overflow) may leave requests unanswered.
 //   - Sequence: a push follows a snapshot of its user, at the last
 //     sequence + 1; none between a resync or unsubscribed and the user's
 //     next snapshot; a re-snapshot never goes back in sequence while the
@@ -45,6 +47,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -146,8 +149,10 @@ struct Held {
   std::shared_ptr<const std::string> bytes;
   std::optional<FilterView> view;
   std::set<uint64_t> pushed;
-  // Snapshots received with request_id 0.
+  // Snapshots received with request_id 0, and the highest request id a
+  // snapshot of this user answered.
   int unsolicited_snapshots = 0;
+  uint64_t last_answered_subscribe = 0;
 };
 
 enum class Kind { kSubscribe, kUnsubscribe, kFilter, kPing, kNone };
@@ -156,8 +161,9 @@ struct Sent {
   Kind kind;
   Subject subject;
   int answers = 0;
-  // For a subscribe: the subject's id-0 snapshot count when it was sent,
-  // and whether an unsubscribe of the same subject followed it.
+  // For a subscribe: the subject's id-0 snapshot count when it was sent
+  // (one more, or a later subscribe's answer, covers it), and whether an
+  // unsubscribe of the same subject followed it.
   int unsolicited_before = 0;
   bool unsubscribed_after = false;
 };
@@ -441,11 +447,17 @@ class StreamRun {
     touched_.insert(subject);
   }
 
+  // The user's items stop being owed before the call: a ping already in
+  // flight may be read by the server after the delete, and then its pong
+  // rightly follows the reset push (an empty copy), while the call has not
+  // returned yet.
   void Delete() {
     const Subject subject = WrittenSubject();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      recorded_[subject].clear();
+    }
     DeleteUser(subject);
-    std::lock_guard<std::mutex> lock(mu_);
-    recorded_[subject].clear();
   }
 
   void DeleteUser(const Subject& subject) {
@@ -501,7 +513,9 @@ class StreamRun {
       if (s.kind != Kind::kSubscribe || s.answers > 0 || s.unsubscribed_after) {
         continue;
       }
-      if (held_[s.subject].unsolicited_snapshots <= s.unsolicited_before) {
+      const Held& h = held_[s.subject];
+      if (h.unsolicited_snapshots <= s.unsolicited_before &&
+          h.last_answered_subscribe <= id) {
         return false;
       }
     }
@@ -529,8 +543,9 @@ class StreamRun {
     }
     for (const auto& [id, s] : sent_) {
       if (s.answers > 0 || overflowed) continue;
-      // A subscribe may be answered by an id-0 snapshot (Converge checked
-      // it came) or not at all when unsubscribed before its snapshot fit.
+      // A subscribe may be covered by a later snapshot of its user
+      // (Converge checked it came) or not at all when unsubscribed before
+      // its snapshot fit.
       Require(s.kind == Kind::kSubscribe, "every request is answered");
     }
     SessionHub& hub = srv_.server->session_hub();
@@ -693,7 +708,11 @@ class StreamRun {
   void TakeSnapshot(const v1::SessionSnapshot& snap, uint64_t id) {
     const Subject subject{snap.surface(), snap.user_id()};
     Held& h = held_[subject];
-    if (id == 0) ++h.unsolicited_snapshots;
+    if (id == 0) {
+      ++h.unsolicited_snapshots;
+    } else {
+      h.last_answered_subscribe = std::max(h.last_answered_subscribe, id);
+    }
     if (h.state != Held::kNone) {
       Require(snap.sequence() >= h.last_sequence,
               "a re-snapshot does not go back in sequence");
