@@ -602,12 +602,14 @@ def report(drill):
     f = load["freshness"]
     lines.append(
         "freshness acknowledged -> filtered on every owner: samples=%d "
-        "(dropped %d: an owner down) p50=%.2f ms p99=%.2f ms max=%.2f ms"
+        "(dropped %d: an owner down or lagging) p50=%.2f ms p99=%.2f ms "
+        "max=%.2f ms"
         % (f["samples"], f["dropped"], f["p50_ms"], f["p99_ms"],
            f["max_ms"]))
     lines.append("stale reads (missed an item acknowledged >= 2 s before): "
-                 "%d reads, %d items" % (load["stale_reads"],
-                                         load["stale_items"]))
+                 "%d reads, %d items; of them answered least-stale (saying "
+                 "so): %d" % (load["stale_reads"], load["stale_items"],
+                              sum(1 for c in drill.calls if c[4] and c[5])))
     lines.append("reads every owner refused as lagging, answered least-stale "
                  "(allow_lagging on the last try), whole run: %d, "
                  "staleness.lag_ms max=%d p99=%d"
