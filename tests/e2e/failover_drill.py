@@ -430,7 +430,10 @@ class Drill:
         if self.mock is not None:
             self.mock.terminate()
             self.mock.wait(timeout=30)
-            self.mock.stdin.close()
+            # Other tests (test_go_client, test_java_client) start the mock
+            # themselves, without --control and its stdin pipe.
+            if self.mock.stdin is not None:
+                self.mock.stdin.close()
             self.mock.stdout.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
