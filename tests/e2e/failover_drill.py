@@ -91,27 +91,25 @@ CAUGHT_UP_LAG = 100
 CATCH_UP_WATCH_S = 30.0
 
 
-def consumer_lag(admin_port):
-    """Summed exposure_filter_kafka_consumer_lag_messages, or None."""
-    url = "http://127.0.0.1:%d/metrics" % admin_port
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            text = resp.read().decode()
-    except OSError:
-        return None
-    values = [float(m.group(1)) for m in re.finditer(
-        r"^exposure_filter_kafka_consumer_lag_messages\{[^}]*\} (\S+)$",
-        text, re.M)]
-    return sum(values) if values else None
-
-
 def metrics_text(admin_port):
+    """A replica's /metrics text, or None when it does not answer."""
     url = "http://127.0.0.1:%d/metrics" % admin_port
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
             return resp.read().decode()
     except OSError:
         return None
+
+
+def consumer_lag(admin_port):
+    """Summed exposure_filter_kafka_consumer_lag_messages, or None."""
+    text = metrics_text(admin_port)
+    if text is None:
+        return None
+    values = [float(m.group(1)) for m in re.finditer(
+        r"^exposure_filter_kafka_consumer_lag_messages\{[^}]*\} (\S+)$",
+        text, re.M)]
+    return sum(values) if values else None
 
 
 def partition_gauge(text, name, partition):
@@ -291,21 +289,23 @@ class Drill:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        self.event("both owners of partition %d stall" % LAG_PARTITION)
-        self.mock_command("delay %d %d %d %d" % (
-            LAG_BROKER, FETCH_API_KEY, len(self.lag_owners),
-            int(LAG_STALL_S * 1000)))
-        time.sleep(LAG_STALL_S)
-        deadline = time.monotonic() + LAG_RECOVER_S
-        while not all(serving_ready(metrics_text(p)) for p in ports):
-            if time.monotonic() > deadline:
-                raise RuntimeError("partition %d's owners not SERVING %.0f s "
-                                   "after the stall" % (LAG_PARTITION,
-                                                        LAG_RECOVER_S))
-            time.sleep(0.05)
-        self.event("both owners of partition %d SERVING" % LAG_PARTITION)
-        done.set()
-        sampler.join()
+        try:
+            self.event("both owners of partition %d stall" % LAG_PARTITION)
+            self.mock_command("delay %d %d %d %d" % (
+                LAG_BROKER, FETCH_API_KEY, len(self.lag_owners),
+                int(LAG_STALL_S * 1000)))
+            time.sleep(LAG_STALL_S)
+            deadline = time.monotonic() + LAG_RECOVER_S
+            while not all(serving_ready(metrics_text(p)) for p in ports):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "partition %d's owners not SERVING %.0f s after the "
+                        "stall" % (LAG_PARTITION, LAG_RECOVER_S))
+                time.sleep(0.05)
+            self.event("both owners of partition %d SERVING" % LAG_PARTITION)
+        finally:
+            done.set()
+            sampler.join()
 
     def lag_reached(self):
         """Per lag owner, the highest lag of LAG_PARTITION sampled; and the
