@@ -4,17 +4,22 @@
 # 12 partitions, the C++ load driver
 # (tools/drill/failover-drill: RecordExposure of 2 users x 10-20 items and
 # FilterRecalled of 32 candidates through the RoutingClient, per-try timeout
-# 250 ms inside a 1 s deadline), while replica 0 is kill -9ed (down
-# EF_DRILL_DOWN_S, default 3 s) and restarted, then all three are rolled
-# (SIGTERM, restart, SERVING, next). Prints the calls during the kill and
-# their p50/p99, failovers, restart -> SERVING and SERVING -> caught up with
-# Kafka per restart, freshness (acknowledged -> filtered on every owner)
-# and the check of every acknowledged exposure on every owner. The same
-# scenario is the e2e test e2e_python_failover (tests/e2e/test_failover.py).
+# 250 ms inside a 1 s deadline), while both owners of partition 5 lag
+# together (its broker answers their fetches of it EF_DRILL_LAG_STALL_S,
+# default 5 s, late), then replica 0 is kill -9ed (down EF_DRILL_DOWN_S,
+# default 3 s) and restarted, then all three are rolled (SIGTERM, restart,
+# SERVING, next). Prints the calls during the stall, the kill and the roll
+# with their p50/p99, the lag both owners reached and the reads answered
+# least-stale with their staleness, failovers, restart -> SERVING and
+# SERVING -> caught up with Kafka per restart, freshness (acknowledged ->
+# filtered on every owner) and the check of every acknowledged exposure on
+# every owner. The same scenario is the e2e test e2e_python_failover
+# (tests/e2e/test_failover.py).
 #   bash bench/failover_drill.sh [failover-drill load flags...]
 #   e.g. bash bench/failover_drill.sh --threads=4 --users=20000
-# Environment: BUILD (build); EF_DRILL_WARMUP_S, EF_DRILL_DOWN_S,
-# EF_DRILL_BETWEEN_S, EF_DRILL_TAIL_S (seconds of load between events);
+# Environment: BUILD (build); EF_DRILL_WARMUP_S, EF_DRILL_LAG_STALL_S,
+# EF_DRILL_DOWN_S, EF_DRILL_BETWEEN_S, EF_DRILL_TAIL_S (seconds of load
+# between events);
 # EF_DRILL_PRELOAD_USERS (x EF_DRILL_PRELOAD_MESSAGES, default 5, messages
 # of 10 items) produced into the topic first, so restarts recover a real
 # snapshot, e.g. EF_DRILL_PRELOAD_USERS=200000.

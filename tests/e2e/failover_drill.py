@@ -7,7 +7,17 @@ RoutingClient, while this script
   (a) kill -9s one replica and restarts it on its data dir and port;
   (b) rolls all three: SIGTERM, wait for exit, restart, wait for health
       SERVING, then the next (StatefulSet order 2, 1, 0; a PDB of
-      maxUnavailable 1 allows no more than one down).
+      maxUnavailable 1 allows no more than one down);
+
+and, before both, makes BOTH owners of one partition lag together: the
+mock cluster has two brokers, broker 2 leads LAG_PARTITION alone, and it
+answers each owner's next Fetch LAG_STALL_S late (kafka-mock-cluster
+--control, "delay"). Produce and ListOffsets requests are answered at once,
+so writes go on and each owner's broker probe sees the log's end move
+while its consumer cannot apply it: both owners' lag of that partition
+grows past --max_serving_lag (1 s), both refuse fresh reads, and the
+routing client's last try (allow_lagging) gets the least-stale answer.
+The other partitions, led by broker 1, keep up.
 
 Afterwards every exposure the driver saw acknowledged is checked on every
 owner of its user, directly (`failover-drill --mode=verify`).
@@ -58,6 +68,21 @@ PRELOAD_MESSAGES = int(os.environ.get("EF_DRILL_PRELOAD_MESSAGES", "5"))
 PRELOAD_DEADLINE_S = 600.0
 
 
+# The both-owners-lag phase. Broker 2 leads LAG_PARTITION and nothing else;
+# only its two owners fetch from broker 2. Each owner's next Fetch there is
+# answered LAG_STALL_S late (librdkafka keeps one Fetch in flight per
+# broker, so the two delays stall one Fetch of each owner). An owner's lag
+# grows from the moment its broker probe (every 250 ms) sees the log's end
+# pass what it applied, and drops when the late Fetch arrives: past the 1 s
+# bound for about LAG_STALL_S - 1.25 s, here nearly 4 s.
+LAG_PARTITION = 5
+LAG_BROKER = 2
+FETCH_API_KEY = 1  # the Kafka protocol's numbering
+LAG_STALL_S = _env_float("EF_DRILL_LAG_STALL_S", 5)
+MAX_SERVING_LAG_S = 1.0  # the servers' default --max_serving_lag
+LAG_RECOVER_S = 30.0  # both owners SERVING again after the stall, at most
+
+
 # A restarted copy counts as caught up with Kafka once its consumer lag
 # summed over its partitions is at most this many messages: about 30 ms of
 # the drill's writes (~3,000 messages/s over the 8 partitions a replica
@@ -66,18 +91,39 @@ CAUGHT_UP_LAG = 100
 CATCH_UP_WATCH_S = 30.0
 
 
-def consumer_lag(admin_port):
-    """Summed exposure_filter_kafka_consumer_lag_messages, or None."""
+def metrics_text(admin_port):
+    """A replica's /metrics text, or None when it does not answer."""
     url = "http://127.0.0.1:%d/metrics" % admin_port
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:
-            text = resp.read().decode()
+            return resp.read().decode()
     except OSError:
+        return None
+
+
+def consumer_lag(admin_port):
+    """Summed exposure_filter_kafka_consumer_lag_messages, or None."""
+    text = metrics_text(admin_port)
+    if text is None:
         return None
     values = [float(m.group(1)) for m in re.finditer(
         r"^exposure_filter_kafka_consumer_lag_messages\{[^}]*\} (\S+)$",
         text, re.M)]
     return sum(values) if values else None
+
+
+def partition_gauge(text, name, partition):
+    """The value of gauge `name`{partition="<partition>"} in a /metrics
+    text, or None when the copy does not own the partition."""
+    m = re.search(r'^%s\{partition="%d"\} (\S+)$' % (name, partition),
+                  text or "", re.M)
+    return float(m.group(1)) if m else None
+
+
+def serving_ready(text):
+    """exposure_filter_serving_ready == 1 (health SERVING for reads)."""
+    return re.search(r"^exposure_filter_serving_ready 1$", text or "",
+                     re.M) is not None
 
 
 def tool(env_name, name):
@@ -113,6 +159,11 @@ class Drill:
         self.samples = []    # (t_s, failovers, hedges, [errors per replica])
         self.logs = {}       # ordinal -> logs of its earlier processes
         self.preload_s = None  # produce + consume time of the preload
+        # The both-owners-lag phase: LAG_PARTITION's owners (ordinals), and
+        # (monotonic time, [their exposure_filter_serving_lag_seconds of it,
+        # None when /metrics did not answer]) every 50 ms during it.
+        self.lag_owners = []
+        self.lag_samples = []
 
     # --- processes ---------------------------------------------------------
 
@@ -202,6 +253,70 @@ class Drill:
         self.event("replica %d SERVING" % ordinal)
         self._watch_catch_up(ordinal)
 
+    def mock_command(self, line):
+        """One kafka-mock-cluster --control command; raises unless "ok"."""
+        self.mock.stdin.write(line + "\n")
+        self.mock.stdin.flush()
+        reply = self.mock.stdout.readline().strip()
+        if reply != "ok":
+            raise RuntimeError("kafka-mock-cluster: %s: %s" % (line, reply))
+
+    def owners_of(self, partition):
+        """The ordinals whose /metrics export a lag for `partition`."""
+        return [r for r, server in enumerate(self.servers)
+                if partition_gauge(metrics_text(server.admin_port),
+                                   "exposure_filter_serving_lag_seconds",
+                                   partition) is not None]
+
+    def both_owners_lag(self):
+        """Stalls LAG_PARTITION's owners' fetches for LAG_STALL_S (see
+        LAG_PARTITION), sampling their lag of it, until both are SERVING
+        again."""
+        self.lag_owners = self.owners_of(LAG_PARTITION)
+        if len(self.lag_owners) != REPLICATION_FACTOR:
+            raise RuntimeError("partition %d has owners %s"
+                               % (LAG_PARTITION, self.lag_owners))
+        ports = [self.servers[r].admin_port for r in self.lag_owners]
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                texts = [metrics_text(p) for p in ports]
+                self.lag_samples.append((time.monotonic(), [
+                    partition_gauge(t, "exposure_filter_serving_lag_seconds",
+                                    LAG_PARTITION) for t in texts]))
+                done.wait(0.05)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            self.event("both owners of partition %d stall" % LAG_PARTITION)
+            self.mock_command("delay %d %d %d %d" % (
+                LAG_BROKER, FETCH_API_KEY, len(self.lag_owners),
+                int(LAG_STALL_S * 1000)))
+            time.sleep(LAG_STALL_S)
+            deadline = time.monotonic() + LAG_RECOVER_S
+            while not all(serving_ready(metrics_text(p)) for p in ports):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "partition %d's owners not SERVING %.0f s after the "
+                        "stall" % (LAG_PARTITION, LAG_RECOVER_S))
+                time.sleep(0.05)
+            self.event("both owners of partition %d SERVING" % LAG_PARTITION)
+        finally:
+            done.set()
+            sampler.join()
+
+    def lag_reached(self):
+        """Per lag owner, the highest lag of LAG_PARTITION sampled; and the
+        times of the samples in which both were past MAX_SERVING_LAG_S."""
+        peaks = [max([s[1][i] for s in self.lag_samples
+                      if s[1][i] is not None] or [0.0])
+                 for i in range(len(self.lag_owners))]
+        both = [t for t, lags in self.lag_samples
+                if all(x is not None and x > MAX_SERVING_LAG_S for x in lags)]
+        return peaks, both
+
     def preload(self):
         """PRELOAD_USERS users into the topic; waits until every replica has
         consumed them and written a snapshot (--snapshot_interval=3s)."""
@@ -230,11 +345,16 @@ class Drill:
     def run(self):
         self.mock = subprocess.Popen(
             [tool("EF_KAFKA_TOOLS", "kafka-mock-cluster"), "--topic=" + TOPIC,
-             "--partitions=%d" % PARTITIONS],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             "--partitions=%d" % PARTITIONS, "--brokers=2", "--control"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True)
         self.brokers = self.mock.stdout.readline().strip()
         if not self.brokers.startswith("127.0.0.1:"):
             raise RuntimeError("kafka-mock-cluster printed %r" % self.brokers)
+        # Before any server fetches: broker 2 leads LAG_PARTITION alone.
+        for p in range(PARTITIONS):
+            self.mock_command("leader %s %d %d" % (
+                TOPIC, p, LAG_BROKER if p == LAG_PARTITION else 1))
         for r in range(REPLICAS):
             self.start_replica(r)
         if PRELOAD_USERS > 0:
@@ -254,6 +374,9 @@ class Drill:
         try:
             self.event("load started")
             time.sleep(WARMUP_S)
+            # (0) both owners of one partition lag together, past the bound.
+            self.both_owners_lag()
+            time.sleep(BETWEEN_S)
             # (a) a crash: no drain, no snapshot, connections reset.
             self.kill_and_restart(self.victim)
             time.sleep(BETWEEN_S)
@@ -291,7 +414,8 @@ class Drill:
             for row in csv.DictReader(f):
                 self.calls.append((int(row["start_ns"]) / 1e9, row["op"],
                                    float(row["latency_ms"]), int(row["code"]),
-                                   row["stale"] == "1"))
+                                   row["stale"] == "1", row["lagging"] == "1",
+                                   int(row["lag_ms"]), int(row["partition"])))
         with open(samples) as f:
             for row in csv.DictReader(f):
                 self.samples.append((
@@ -306,6 +430,10 @@ class Drill:
         if self.mock is not None:
             self.mock.terminate()
             self.mock.wait(timeout=30)
+            # Other tests (test_go_client, test_java_client) start the mock
+            # themselves, without --control and its stdin pipe.
+            if self.mock.stdin is not None:
+                self.mock.stdin.close()
             self.mock.stdout.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -325,7 +453,7 @@ class Drill:
     def failed_calls(self):
         """Each failed call as text, placed after the event before it."""
         out = []
-        for start, op, ms, code, _ in self.calls:
+        for start, op, ms, code, *_ in self.calls:
             if code == 0:
                 continue
             before = [(t, w) for t, w in self.events if t <= start]
@@ -337,6 +465,37 @@ class Drill:
     def calls_in(self, start, end, op=None):
         return [c for c in self.calls
                 if start <= c[0] < end and (op is None or c[1] == op)]
+
+    def lag_phase(self):
+        """Figures of the both-owners-lag phase: its window (stall -> both
+        owners SERVING again), the reads and writes that started in it, and
+        its least-stale answers (all, and those for LAG_PARTITION's users,
+        whose lag_ms is the stalled partition's)."""
+        start, end = self.window(
+            "both owners of partition %d stall" % LAG_PARTITION,
+            "both owners of partition %d SERVING" % LAG_PARTITION)
+        reads = self.calls_in(start, end, "read")
+        writes = self.calls_in(start, end, "write")
+        lagging = [c for c in reads if c[5]]
+        stalled = [c for c in lagging if c[7] == LAG_PARTITION]
+        peaks, both = self.lag_reached()
+        return {
+            "seconds": end - start,
+            "reads": len(reads),
+            "reads_failed": sum(1 for c in reads if c[3] != 0),
+            "writes": len(writes),
+            "writes_failed": sum(1 for c in writes if c[3] != 0),
+            "write_ms": [c[2] for c in writes],
+            "lagging": len(lagging),
+            "lagging_lag_ms": [c[6] for c in lagging],
+            "stalled": len(stalled),
+            "stalled_lag_ms": [c[6] for c in stalled],
+            "lag_peaks_s": peaks,
+            # Samples (every 50 ms) with both owners past the bound, and
+            # the time from the first such sample to the last.
+            "both_past_bound_samples": len(both),
+            "both_past_bound_s": (max(both) - min(both)) if both else 0.0,
+        }
 
     def failovers_in(self, start, end):
         """Failovers counted by the client between the samples bracketing
@@ -396,6 +555,33 @@ def report(drill):
         % (end - start, len(c), sum(1 for x in c if x[3] != 0),
            percentile(ms, 0.5), percentile(ms, 0.99),
            drill.failovers_in(start, end)))
+    ph = drill.lag_phase()
+    lines.append(
+        "during the stall of both owners (replicas %s) of partition %d "
+        "(%.1f s, until both SERVING): read calls=%d failed=%d; write "
+        "calls=%d failed=%d p99=%.2f ms max=%.2f ms"
+        % (" and ".join(str(r) for r in drill.lag_owners), LAG_PARTITION,
+           ph["seconds"], ph["reads"], ph["reads_failed"], ph["writes"],
+           ph["writes_failed"], percentile(ph["write_ms"], 0.99),
+           max(ph["write_ms"] or [0])))
+    lines.append(
+        "lag of partition %d reached %s; both past the %.0f s bound at "
+        "once for %.2f s" % (
+            LAG_PARTITION, ", ".join(
+                "%.2f s on replica %d" % (peak, r)
+                for r, peak in zip(drill.lag_owners, ph["lag_peaks_s"])),
+            MAX_SERVING_LAG_S, ph["both_past_bound_s"]))
+    lines.append(
+        "reads answered least-stale during the stall: %d, staleness.lag_ms "
+        "p50=%d p99=%d max=%d; of them for partition %d's users: %d, "
+        "p50=%d p99=%d max=%d (the others are users of the owners' other "
+        "partitions, which keep up)"
+        % (ph["lagging"], percentile(ph["lagging_lag_ms"], 0.5),
+           percentile(ph["lagging_lag_ms"], 0.99),
+           max(ph["lagging_lag_ms"] or [0]), LAG_PARTITION, ph["stalled"],
+           percentile(ph["stalled_lag_ms"], 0.5),
+           percentile(ph["stalled_lag_ms"], 0.99),
+           max(ph["stalled_lag_ms"] or [0])))
     lines.append("failovers in the whole run: %d; replica_errors %s"
                  % (load["failovers"], load["replica_errors"]))
     for ordinal, how, ready in drill.restarts:
@@ -419,15 +605,19 @@ def report(drill):
     f = load["freshness"]
     lines.append(
         "freshness acknowledged -> filtered on every owner: samples=%d "
-        "(dropped %d: an owner down) p50=%.2f ms p99=%.2f ms max=%.2f ms"
+        "(dropped %d: an owner down or lagging) p50=%.2f ms p99=%.2f ms "
+        "max=%.2f ms"
         % (f["samples"], f["dropped"], f["p50_ms"], f["p99_ms"],
            f["max_ms"]))
     lines.append("stale reads (missed an item acknowledged >= 2 s before): "
-                 "%d reads, %d items" % (load["stale_reads"],
-                                         load["stale_items"]))
+                 "%d reads, %d items; of them answered least-stale (saying "
+                 "so): %d" % (load["stale_reads"], load["stale_items"],
+                              sum(1 for c in drill.calls if c[4] and c[5])))
     lines.append("reads every owner refused as lagging, answered least-stale "
-                 "(allow_lagging on the last try): %d, largest lag %d ms"
-                 % (load["lagging_reads"], load["lagging_max_ms"]))
+                 "(allow_lagging on the last try), whole run: %d, "
+                 "staleness.lag_ms max=%d p99=%d"
+                 % (load["lagging_reads"], load["lagging_max_ms"],
+                    load["lagging_p99_ms"]))
     for line in drill.failed_calls()[:10]:
         lines.append("failed call: " + line)
     for e in load["read_errors"][:5]:

@@ -1,9 +1,11 @@
 """High availability end to end: 3 replicas, R = 2, P = 12,
 writes through the Kafka log (librdkafka's mock cluster), a continuous
-RecordExposure + FilterRecalled load through the C++ RoutingClient while one
-replica is kill -9ed and restarted and then all three are rolled (SIGTERM,
-restart, SERVING, next). The scenario is failover_drill.py's; this file
-asserts what replication promises across the whole run:
+RecordExposure + FilterRecalled load through the C++ RoutingClient while
+both owners of one partition lag together past --max_serving_lag (their
+fetches of it answered 5 s late by its broker), then one replica is kill
+-9ed and restarted and then all three are rolled (SIGTERM, restart,
+SERVING, next). The scenario is failover_drill.py's; this file asserts what
+replication promises across the whole run:
 
 - zero failed FilterRecalled calls at the client;
 - writes fail only as UNAVAILABLE/DEADLINE_EXCEEDED, i.e. the client was
@@ -11,7 +13,10 @@ asserts what replication promises across the whole run:
 - zero acknowledged exposures missing on ANY owner afterwards (each owner
   asked directly, every item of every user);
 - every restarted copy became SERVING by itself, and a SIGTERMed one
-  exited 0.
+  exited 0;
+- while both owners lagged: no read and no write failed, and reads were
+  answered least-stale (the routing client's last try sets allow_lagging),
+  those of the stalled partition's users saying they were past the bound.
 
 Nothing here asserts a time; the figures are bench/failover_drill.sh's.
 
@@ -91,6 +96,36 @@ class FailoverDrillTest(unittest.TestCase):
         self.assertEqual(v["owner_checks"], 2 * v["users"])
         self.assertEqual(v["unreachable"], 0, v["examples"])
         self.assertEqual(v["missing"], 0, v["examples"])
+
+    def test_both_owners_of_a_partition_lagged_past_the_bound(self):
+        # Guards the least-stale tests below against a stall that did not
+        # happen: both owners' /metrics showed the partition's lag past
+        # --max_serving_lag in the same sample.
+        ph = self.drill.lag_phase()
+        self.assertEqual(len(self.drill.lag_owners), 2)
+        self.assertGreater(ph["both_past_bound_samples"], 0,
+                           self.drill.lag_samples)
+
+    def test_reads_during_the_lag_answered_least_stale_none_failed(self):
+        ph = self.drill.lag_phase()
+        self.assertGreater(ph["reads"], 0)
+        self.assertEqual(ph["reads_failed"], 0,
+                         "%s\n%s" % (self.drill.failed_calls()[:10],
+                                     self.drill.report_text()))
+        self.assertGreater(ph["lagging"], 0, self.drill.report_text())
+        # The stalled partition's users were told how stale: past the bound.
+        self.assertGreater(max(ph["stalled_lag_ms"] or [0]),
+                           1000 * failover_drill.MAX_SERVING_LAG_S,
+                           self.drill.report_text())
+
+    def test_no_write_failed_during_the_lag(self):
+        # Writes go to Kafka, not to the lagging copies: they may wait,
+        # never fail.
+        ph = self.drill.lag_phase()
+        self.assertGreater(ph["writes"], 0)
+        self.assertEqual(ph["writes_failed"], 0,
+                         "%s\n%s" % (self.drill.failed_calls()[:10],
+                                     self.drill.load["write_errors"]))
 
     def test_restarted_copies_became_ready_and_terminated_cleanly(self):
         # start_replica() returned only once health said SERVING with no

@@ -12,8 +12,9 @@
 namespace exposure_filter::drill {
 
 // Calls per op (total, ok, failed by status code name) with p50/p99, the
-// router's counters `stats`, acknowledged counts, stale reads, freshness
-// p50/p99 and the first errors.
+// router's counters `stats`, acknowledged counts, stale reads, least-stale
+// answers (count, staleness.lag_ms max and p99), freshness p50/p99 and the
+// first errors.
 std::string LoadJson(const LoadResult& result, const RoutingStats& stats);
 std::string VerifyJson(const VerifyResult& result);
 

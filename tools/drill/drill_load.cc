@@ -154,7 +154,12 @@ class Worker {
           absl::StrCat(request.user_id(), ": ", response.status().ToString()));
       return;
     }
+    if (response->has_staleness()) {
+      call.lag_ms = static_cast<int32_t>(response->staleness().lag_ms());
+      call.partition = static_cast<int32_t>(response->staleness().partition());
+    }
     if (response->staleness().lagging()) {
+      call.lagging = true;
       ++result_.lagging_reads;
       result_.lagging_max_ms =
           std::max(result_.lagging_max_ms,

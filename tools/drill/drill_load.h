@@ -56,6 +56,13 @@ struct CallRecord {
   Op op;
   uint8_t code;  // absl::StatusCode; a write: its last failed owner's
   bool stale;    // a read that missed an old acknowledged item
+  // A read answered least-stale (staleness.lagging: every owner was past
+  // its lag bound and the last one answered because of allow_lagging), and
+  // the answer's staleness.lag_ms and partition (-1: no staleness, e.g. a
+  // failed read or a server that is not replicated).
+  bool lagging = false;
+  int32_t lag_ms = 0;
+  int32_t partition = -1;
 };
 
 // The routing client's counters at one moment (RunLoad takes one every

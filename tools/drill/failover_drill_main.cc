@@ -45,7 +45,8 @@ ABSL_FLAG(double, duration_s, 0, "load: run this long (0: until stdin EOF)");
 ABSL_FLAG(uint64_t, seed, 1, "load: random seed");
 ABSL_FLAG(std::string, acked_out, "", "load: acknowledged exposures (TSV)");
 ABSL_FLAG(std::string, calls_out, "",
-          "load: every call (CSV start_ns,op,latency_ms,code,stale)");
+          "load: every call (CSV start_ns,op,latency_ms,code,stale,lagging,"
+          "lag_ms,partition)");
 ABSL_FLAG(std::string, samples_out, "",
           "load: client counters every 100 ms (CSV)");
 ABSL_FLAG(std::string, acked_in, "", "verify: acknowledged exposures (TSV)");
@@ -125,12 +126,13 @@ int Load(const std::vector<std::string>& route) {
   }
   if (!absl::GetFlag(FLAGS_calls_out).empty()) {
     std::ofstream out(absl::GetFlag(FLAGS_calls_out));
-    out << "start_ns,op,latency_ms,code,stale\n";
+    out << "start_ns,op,latency_ms,code,stale,lagging,lag_ms,partition\n";
     for (const auto& c : result.calls) {
       out << c.start_ns << ','
           << (c.op == exposure_filter::drill::Op::kRead ? "read" : "write")
           << ',' << c.latency_ms << ',' << static_cast<int>(c.code) << ','
-          << (c.stale ? 1 : 0) << '\n';
+          << (c.stale ? 1 : 0) << ',' << (c.lagging ? 1 : 0) << ',' << c.lag_ms
+          << ',' << c.partition << '\n';
     }
   }
   if (!absl::GetFlag(FLAGS_samples_out).empty()) {

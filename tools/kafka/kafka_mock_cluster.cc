@@ -84,4 +84,22 @@ void KafkaMockCluster::SetBrokerUp(int broker_id) {
   rd_kafka_mock_broker_set_up(cluster_, broker_id);
 }
 
+absl::Status KafkaMockCluster::DelayNextRequestsOn(int broker_id, int api_key,
+                                                   size_t count, int delay_ms) {
+  for (size_t i = 0; i < count; ++i) {
+    // An "error" of NO_ERROR with a round-trip time: the mock answers the
+    // request normally, its response built at once and sent `delay_ms`
+    // later (the data it carries is as old as the delay).
+    const rd_kafka_resp_err_t err =
+        rd_kafka_mock_broker_push_request_error_rtts(
+            cluster_, broker_id, static_cast<int16_t>(api_key), 1,
+            RD_KAFKA_RESP_ERR_NO_ERROR, delay_ms);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "delay requests on broker ", broker_id, ": ", rd_kafka_err2str(err)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace exposure_filter

@@ -40,6 +40,15 @@ class KafkaMockCluster {
                                   int broker_id);
   void SetBrokerDown(int broker_id);
   void SetBrokerUp(int broker_id);
+  // The next `count` requests of `api_key` (the Kafka protocol's numbering:
+  // 1 is Fetch) that `broker_id` receives are answered as usual but
+  // `delay_ms` late: a broker slow for one kind of request, e.g. the
+  // consumers' fetches of the partitions it leads while its producers and
+  // offset queries are answered at once. A client keeps one Fetch in flight
+  // per broker, so each delayed Fetch stalls a different consumer's next
+  // one: `count` = the consumers of that broker stalls each of them once.
+  absl::Status DelayNextRequestsOn(int broker_id, int api_key, size_t count,
+                                   int delay_ms);
 
  private:
   KafkaMockCluster() = default;
