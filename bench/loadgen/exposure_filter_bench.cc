@@ -544,7 +544,8 @@ int Main() {
       o.max_requests < 0) {
     return fail(
         "--users, --candidates, --threads, --inflight, --record_*, "
-        "--writer_users must be positive, --exposures_per_user and --requests >= 0, "
+        "--writer_users must be positive, --exposures_per_user and --requests "
+        ">= 0, "
         "--exposed_fraction in [0, 1]");
   }
   o.users = static_cast<uint32_t>(users);
@@ -615,6 +616,7 @@ int Main() {
   absl::SleepFor(absl::GetFlag(FLAGS_warmup));
   const int pid = absl::GetFlag(FLAGS_server_pid);
   const double cpu0 = ProcessCpuSeconds(pid);
+  const int64_t switches0 = ProcessContextSwitches(pid);
   const Clock::time_point t0 = Clock::now();
   phase.measuring.store(true);
   const absl::Time begin = absl::Now();
@@ -627,12 +629,11 @@ int Main() {
     const double elapsed = absl::ToDoubleSeconds(end - begin);
     const int64_t rss = ProcessRssBytes(pid);
     IntervalStats::Snapshot snap = intervals.Take();
-    const std::string line =
-        json ? IntervalJson(++interval_index, elapsed, len, std::move(snap),
-                            rss) +
-                   "\n"
-             : IntervalLine(++interval_index, elapsed, len, std::move(snap),
-                            rss);
+    const std::string line = json ? IntervalJson(++interval_index, elapsed, len,
+                                                 std::move(snap), rss) +
+                                        "\n"
+                                  : IntervalLine(++interval_index, elapsed, len,
+                                                 std::move(snap), rss);
     std::fputs(line.c_str(), stdout);
     std::fflush(stdout);
     interval_start = end;
@@ -651,11 +652,15 @@ int Main() {
   }
   const Clock::time_point t1 = Clock::now();
   const double cpu1 = ProcessCpuSeconds(pid);
+  const int64_t switches1 = ProcessContextSwitches(pid);
   phase.stop.store(true);
   for (std::thread& t : threads) t.join();
 
   report.seconds = std::chrono::duration<double>(t1 - t0).count();
   if (cpu0 >= 0 && cpu1 >= 0) report.server_cpu_seconds = cpu1 - cpu0;
+  if (switches0 >= 0 && switches1 >= 0) {
+    report.server_context_switches = switches1 - switches0;
+  }
   for (auto& w : workers) {
     WorkerResult& r = w->result();
     report.requests += r.requests;
@@ -667,10 +672,8 @@ int Main() {
                                r.latencies_ns.begin(), r.latencies_ns.end());
   }
   report.Finish();
-  std::fputs(
-      (json ? report.ToJson() + "\n" : report.ToTable())
-          .c_str(),
-      stdout);
+  std::fputs((json ? report.ToJson() + "\n" : report.ToTable()).c_str(),
+             stdout);
   return report.requests > 0 ? 0 : 1;
 }
 

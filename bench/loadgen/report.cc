@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -70,6 +71,10 @@ std::string RunReport::ToJson() const {
       ",\"false_negatives\":", accuracy.false_negatives,
       ",\"not_modified\":", not_modified,
       ",\"server_cpu_us_per_request\":", Num(cpu_us),
+      ",\"server_context_switches_per_request\":",
+      Num(server_context_switches >= 0 && requests > 0
+              ? static_cast<double>(server_context_switches) / requests
+              : NAN),
       ",\"server_bytes_per_user\":",
       Num(server_bytes_per_user >= 0 ? server_bytes_per_user : NAN), "}");
 }
@@ -105,6 +110,11 @@ std::string RunReport::ToTable() const {
     o << absl::StrFormat("  server CPU   %.1f us/request\n",
                          server_cpu_seconds * 1e6 / requests);
   }
+  if (server_context_switches >= 0 && requests > 0) {
+    o << absl::StrFormat("  server ctxsw %.2f context switches/request\n",
+                         static_cast<double>(server_context_switches) /
+                             static_cast<double>(requests));
+  }
   if (server_bytes_per_user >= 0) {
     o << absl::StrFormat("  server bytes %.0f per user (all-in)\n",
                          server_bytes_per_user);
@@ -128,6 +138,24 @@ double ProcessCpuSeconds(int pid) {
   if (f.size() < 13) return -1;
   const double ticks = std::stod(f[11]) + std::stod(f[12]);
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+int64_t ProcessContextSwitches(int pid) {
+  if (pid <= 0) return -1;
+  std::error_code ec;
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  int64_t total = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream in(task.path() / "status");
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("ctxt_switches:") == std::string::npos) continue;
+      std::vector<std::string> f =
+          absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+      int64_t n = 0;
+      if (f.size() >= 2 && absl::SimpleAtoi(f.back(), &n)) total += n;
+    }
+  }
+  return ec ? -1 : total;
 }
 
 int64_t ProcessRssBytes(int pid) {

@@ -30,6 +30,9 @@ struct RunReport {
   Accuracy accuracy;
   uint64_t not_modified = 0;       // GetFilter answers served from the cache
   double server_cpu_seconds = -1;  // < 0: unknown
+  // The server's threads' context switches (voluntary and not) in the
+  // measured phase: how often a call's work moved between threads.
+  int64_t server_context_switches = -1;  // < 0: unknown
   double server_bytes_per_user = -1;
 
   void Finish();
@@ -40,6 +43,10 @@ struct RunReport {
 
 // utime + stime of a local process in seconds, or < 0 if unreadable.
 double ProcessCpuSeconds(int pid);
+// Context switches (voluntary + involuntary) of all of a local process's
+// threads alive now, or < 0 if unreadable. A thread that exited takes its
+// count with it, so compare processes whose threads live for the run.
+int64_t ProcessContextSwitches(int pid);
 // Resident set size (VmRSS) of a local process in bytes, or < 0 if
 // unreadable.
 int64_t ProcessRssBytes(int pid);
