@@ -11,13 +11,20 @@
 //
 // Every Get revalidates (exposures must be visible within seconds); bytes
 // that fail to parse, or whose checksum is not the announced version, are
-// DATA_LOSS and never cached. Bounded: the least recently used user is
+// DATA_LOSS and never cached. A failed revalidation is an error: the copy
+// held is never served in its place (it may miss the exposures the failed
+// call would have shown). Bounded: the least recently used user is
 // forgotten beyond max_users. Thread-safe.
+//
+// The GetFilter calls go to one server (an ExposureFilterClient) or through
+// any GetFilterCall, e.g. a RoutingClient that fails over between the
+// user's owners (RoutingFilterCache, routing_client.h).
 #ifndef EXPOSURE_FILTER_FILTER_CACHE_H_
 #define EXPOSURE_FILTER_FILTER_CACHE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -62,17 +69,32 @@ struct FilterCacheStats {
   uint64_t full_pulls = 0;    // answers that carried a filter
   uint64_t not_modified = 0;  // revalidations answered "not modified"
   uint64_t errors = 0;        // failed calls or rejected bytes
+  // Answers (either kind) from a replicated copy lagging past its
+  // --max_serving_lag, given because the request allowed lagging (a
+  // router's last try): staleness.lagging in the answer.
+  uint64_t lagging_answers = 0;
 };
+
+// One GetFilter call, as the cache makes it; must be thread-safe.
+using GetFilterCall =
+    std::function<absl::StatusOr<exposure::v1::GetFilterResponse>(
+        const exposure::v1::GetFilterRequest&)>;
 
 class FilterCache {
  public:
   // `client` must outlive the cache.
   FilterCache(const ExposureFilterClient* client,
               const FilterCacheOptions& options);
+  // Over any GetFilter call (a router's, with failover).
+  FilterCache(GetFilterCall get_filter, const FilterCacheOptions& options);
 
-  // The user's current filter on `surface`.
+  // The user's current filter on `surface`. *staleness (if set): the
+  // answer's (docs/scale-out.md "Least-stale reads"), the revalidation's for
+  // a filter served from the cache; cleared when the server reports none
+  // (not replicated: every acknowledged write is applied).
   absl::StatusOr<std::shared_ptr<const PulledFilter>> Get(
-      absl::string_view surface, absl::string_view user_id);
+      absl::string_view surface, absl::string_view user_id,
+      exposure::v1::ReadStaleness* staleness = nullptr);
 
   // Forgets the cached copy (e.g. after DeleteUser).
   void Invalidate(absl::string_view surface, absl::string_view user_id);
@@ -90,7 +112,7 @@ class FilterCache {
   std::shared_ptr<const PulledFilter> Lookup(const std::string& key);
   void Store(const std::string& key, std::shared_ptr<const PulledFilter> f);
 
-  const ExposureFilterClient* const client_;
+  const GetFilterCall get_filter_;
   const FilterCacheOptions options_;
   mutable absl::Mutex mu_;
   Lru lru_ ABSL_GUARDED_BY(mu_);

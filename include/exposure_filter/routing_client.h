@@ -59,8 +59,8 @@
 // sets its own). A copy that has not applied it answers UNAVAILABLE and the
 // read fails over like any other UNAVAILABLE: the user sees its own writes,
 // at the cost of a failover (or, if no owner has applied it yet, a failed
-// read) while the copies catch up. RoutingFilterCache does not carry them.
-// Thread-safe.
+// read) while the copies catch up. RoutingFilterCache's revalidations carry
+// them too (below). Thread-safe.
 #ifndef EXPOSURE_FILTER_ROUTING_CLIENT_H_
 #define EXPOSURE_FILTER_ROUTING_CLIENT_H_
 
@@ -260,16 +260,43 @@ class RoutingClient {
   const std::unique_ptr<ReadYourWritesTokens> tokens_;
 };
 
-// Pull mode across the cluster: one FilterCache per replica, each user's
-// filter pulled from (and revalidated with) its owner.
+// Pull mode across the cluster: a FilterCache whose GetFilter calls are
+// the router's, so they fail over between the user's owners exactly as its
+// other reads do (same codes, per-try timeout, owner hints, hedging, and
+// allow_lagging on the last owner's try). A filter pulled from one owner
+// is revalidated at whichever owner answers next: its `version` is the
+// checksum of the encoded bytes, which name no copy (src/filter/
+// filter_encoder.h), so two copies answer "not modified" to the same
+// version exactly when they would send the same bytes; copies whose bytes
+// differ cost a full pull, never a wrong answer.
+//
+// Read-your-writes (the router's ReadYourWritesOptions on): every Get
+// revalidates, and carries the user's token (the offset of the router's
+// latest acknowledged write of the user, in the user's partition) as
+// min_offsets, on every try, the allow_lagging one included. So the rule
+// is: a held filter is served only on a "not modified" from a copy that
+// has applied the user's last acknowledged write; a copy that has not
+// refuses (UNAVAILABLE), the next owner is asked, and when no owner has
+// applied it yet Get fails UNAVAILABLE rather than serve the held copy,
+// which may predate the write. A filter pulled before the write and still
+// current at such a copy holds the same bytes as that copy, write
+// included.
+//
+// Least-stale answers: Get's *staleness is the answering copy's; answers
+// from a copy past its --max_serving_lag (the last owner's try) count in
+// stats().lagging_answers, and the filter such an answer carries is cached
+// like any other (the next Get revalidates it, at owner 0 first).
 class RoutingFilterCache {
  public:
-  // `router` must outlive the cache; max_users applies per replica.
+  // `router` must outlive the cache. Users are grouped by their owner 0,
+  // one FilterCache per replica; max_users applies to each group.
   RoutingFilterCache(const RoutingClient* router,
                      const FilterCacheOptions& options);
 
+  // As FilterCache::Get, through the router (see above).
   absl::StatusOr<std::shared_ptr<const PulledFilter>> Get(
-      absl::string_view surface, absl::string_view user_id);
+      absl::string_view surface, absl::string_view user_id,
+      exposure::v1::ReadStaleness* staleness = nullptr);
   void Invalidate(absl::string_view surface, absl::string_view user_id);
   FilterCacheStats stats() const;  // summed over replicas
 

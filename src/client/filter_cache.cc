@@ -30,7 +30,15 @@ absl::StatusOr<std::shared_ptr<const PulledFilter>> PulledFilter::Create(
 
 FilterCache::FilterCache(const ExposureFilterClient* client,
                          const FilterCacheOptions& options)
-    : client_(client), options_(options) {}
+    : FilterCache(
+          [client](const exposure::v1::GetFilterRequest& req) {
+            return client->GetFilter(req);
+          },
+          options) {}
+
+FilterCache::FilterCache(GetFilterCall get_filter,
+                         const FilterCacheOptions& options)
+    : get_filter_(std::move(get_filter)), options_(options) {}
 
 namespace {
 
@@ -68,7 +76,9 @@ void FilterCache::Store(const std::string& key,
 }
 
 absl::StatusOr<std::shared_ptr<const PulledFilter>> FilterCache::Get(
-    absl::string_view surface, absl::string_view user_id) {
+    absl::string_view surface, absl::string_view user_id,
+    exposure::v1::ReadStaleness* staleness) {
+  if (staleness != nullptr) staleness->Clear();
   const std::string key = CacheKey(surface, user_id);
   std::shared_ptr<const PulledFilter> cached = Lookup(key);
   exposure::v1::GetFilterRequest req;
@@ -79,8 +89,7 @@ absl::StatusOr<std::shared_ptr<const PulledFilter>> FilterCache::Get(
   // with FAILED_PRECONDITION instead of sending bytes it cannot parse.
   req.add_accepted_formats(format::kVersion1);
   req.add_accepted_formats(format::kVersion2);
-  absl::StatusOr<exposure::v1::GetFilterResponse> resp =
-      client_->GetFilter(req);
+  absl::StatusOr<exposure::v1::GetFilterResponse> resp = get_filter_(req);
   if (resp.ok() && resp->not_modified() &&
       (cached == nullptr || resp->version() != cached->version())) {
     resp = absl::DataLossError(
@@ -92,9 +101,12 @@ absl::StatusOr<std::shared_ptr<const PulledFilter>> FilterCache::Get(
     ++stats_.errors;
     return resp.status();
   }
+  if (staleness != nullptr) *staleness = resp->staleness();
+  const bool lagging = resp->staleness().lagging();
   if (resp->not_modified()) {
     absl::MutexLock lock(&mu_);
     ++stats_.not_modified;
+    if (lagging) ++stats_.lagging_answers;
     return cached;
   }
   absl::StatusOr<std::shared_ptr<const PulledFilter>> pulled =
@@ -108,6 +120,7 @@ absl::StatusOr<std::shared_ptr<const PulledFilter>> FilterCache::Get(
   Store(key, *pulled);
   absl::MutexLock lock(&mu_);
   ++stats_.full_pulls;
+  if (lagging) ++stats_.lagging_answers;
   return pulled;
 }
 

@@ -441,19 +441,22 @@ RoutingClient::GetServerStats() const {
 RoutingFilterCache::RoutingFilterCache(const RoutingClient* router,
                                        const FilterCacheOptions& options)
     : router_(router) {
+  // The router's GetFilter: its owner order, retry decision, tokens and
+  // last-try allow_lagging, kept in one place for every read.
+  const GetFilterCall get_filter =
+      [router](const exposure::v1::GetFilterRequest& req) {
+        return router->GetFilter(req);
+      };
   for (int32_t r = 0; r < router->replicas(); ++r) {
-    caches_.push_back(
-        std::make_unique<FilterCache>(&router->ClientForReplica(r), options));
+    caches_.push_back(std::make_unique<FilterCache>(get_filter, options));
   }
 }
 
 absl::StatusOr<std::shared_ptr<const PulledFilter>> RoutingFilterCache::Get(
-    absl::string_view surface, absl::string_view user_id) {
-  const int32_t r = router_->ReplicaForUser(user_id);
-  absl::StatusOr<std::shared_ptr<const PulledFilter>> f =
-      caches_[r]->Get(surface, user_id);
-  if (f.ok()) return f;
-  return router_->Diagnose(r, f.status());
+    absl::string_view surface, absl::string_view user_id,
+    exposure::v1::ReadStaleness* staleness) {
+  return caches_[router_->ReplicaForUser(user_id)]->Get(surface, user_id,
+                                                        staleness);
 }
 
 void RoutingFilterCache::Invalidate(absl::string_view surface,
@@ -468,6 +471,7 @@ FilterCacheStats RoutingFilterCache::stats() const {
     total.full_pulls += s.full_pulls;
     total.not_modified += s.not_modified;
     total.errors += s.errors;
+    total.lagging_answers += s.lagging_answers;
   }
   return total;
 }

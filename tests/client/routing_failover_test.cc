@@ -5,7 +5,8 @@
 // owner inside its deadline. Hedging sends to owner 1 after the delay; both
 // owners down is UNAVAILABLE naming both; R = 1 is unchanged; other codes are
 // final unless an owner hint changes the placement; the last owner's try
-// lets a lagging copy answer. No wall-clock asserts:
+// lets a lagging copy answer; RoutingFilterCache's pulls take the same
+// path. No wall-clock asserts:
 // which replica was called, and the codes, say what happened.
 #include <memory>
 #include <string>
@@ -17,6 +18,8 @@
 #include "exposure_filter/routing_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/filter/filter_encoder.h"
+#include "src/filter/filter_policy.h"
 #include "tests/client/fake_exposure_filter_service.h"
 
 namespace exposure_filter {
@@ -164,6 +167,32 @@ TEST_F(RoutingFailoverTest, AHangingOwnerIsLeftAfterThePerTryTimeout) {
   EXPECT_EQ(fakes_[1]->calls, 1);
   EXPECT_EQ(router->stats().failovers, 1u);
   EXPECT_THAT(router->stats().replica_errors, ElementsAre(1, 0, 0));
+}
+
+// Pull mode goes through the router's GetFilter: a hanging owner 0 is
+// left after the per-try timeout and owner 1's filter is served.
+TEST_F(RoutingFailoverTest, TheFilterCacheLeavesAHangingOwnerAfterItsTry) {
+  absl::StatusOr<FilterPolicy> policy = FilterPolicy::Create({});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  std::string bytes;
+  const std::string version =
+      FilterVersionString(EncodeFilter(nullptr, *policy, 0, &bytes));
+  // Set before any call reaches the fakes.
+  for (auto& f : fakes_) {
+    f->get_filter_answer.set_filter(bytes);
+    f->get_filter_answer.set_version(version);
+  }
+  fakes_[0]->hold = true;
+  RoutingOptions o = Options(2);
+  o.failover.per_try_timeout = absl::Milliseconds(200);
+  auto router = Router(o);
+  RoutingFilterCache cache(router.get(), {});
+  auto f = cache.Get("homefeed", user_);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->version(), version);
+  EXPECT_EQ(fakes_[1]->calls, 1);
+  EXPECT_EQ(router->stats().failovers, 1u);
+  EXPECT_EQ(cache.stats().full_pulls, 1u);
 }
 
 TEST_F(RoutingFailoverTest, AnUnreachableOwnerFailsOverToTheNext) {

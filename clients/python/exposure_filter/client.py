@@ -504,18 +504,31 @@ class FilterCache:
     """Pull mode: the last filter of each (surface, user), revalidated on
     every get() with `if_version` (an unchanged filter costs one small round
     trip and no bytes). Bytes that do not parse, or whose checksum is not the
-    announced version, raise MalformedFilter and are not cached. LRU-bounded;
-    thread-safe."""
+    announced version, raise MalformedFilter and are not cached; a failed
+    revalidation raises and the held filter is not served instead.
+    LRU-bounded; thread-safe.
+
+    `client` is an ExposureFilterClient or a RoutingClient: through a
+    router, get() fails over between the user's owners like its other
+    reads, and a filter held from one owner is revalidated at whichever
+    answers (the version is the checksum of the bytes, the same on every
+    copy holding the same bytes). Read-your-writes: get(...,
+    min_offsets=written_offsets(results)) sends the user's write offsets
+    with the revalidation, so a held filter is served only once a copy that
+    applied the write says it is current (docs/scale-out.md
+    "Read-your-writes"). `lagging_answers` counts answers from a copy past
+    its --max_serving_lag (a router's last try)."""
 
     def __init__(self, client, max_users=100000):
         self.client = client
         self.max_users = max_users
         self.full_pulls = 0
         self.not_modified = 0
+        self.lagging_answers = 0
         self._lock = threading.Lock()
         self._views = collections.OrderedDict()
 
-    def get(self, surface, user_id):
+    def get(self, surface, user_id, min_offsets=None):
         key = (surface, user_id)
         with self._lock:
             cached = self._views.get(key)
@@ -525,13 +538,16 @@ class FilterCache:
         resp = self.client.get_filter(pb.GetFilterRequest(
             surface=surface, user_id=user_id,
             if_version=cached.version if cached else "",
-            accepted_formats=FORMAT_VERSIONS))
+            accepted_formats=FORMAT_VERSIONS,
+            min_offsets=min_offsets or {}))
+        lagging = resp.staleness.lagging
         if resp.not_modified:
             if cached is None or resp.version != cached.version:
                 raise MalformedFilter("not_modified for version %r, which "
                                       "this cache does not hold" % resp.version)
             with self._lock:
                 self.not_modified += 1
+                self.lagging_answers += lagging
                 if key in self._views:
                     self._views.move_to_end(key)
             return cached
@@ -541,6 +557,7 @@ class FilterCache:
                                   % (view.version, resp.version))
         with self._lock:
             self.full_pulls += 1
+            self.lagging_answers += lagging
             self._views[key] = view
             self._views.move_to_end(key)
             while len(self._views) > self.max_users:

@@ -4,25 +4,41 @@ replica 0 has owners [0, 1]. One owner answering UNAVAILABLE, one hanging
 past the per-try timeout, one unreachable port: the call succeeds on the
 other owner inside its deadline; hedging sends to owner 1 after the delay;
 both down raises UNAVAILABLE naming both; R = 1 is unchanged; the last
-owner's try allows a lagging copy to answer. No wall-clock
+owner's try allows a lagging copy to answer; a FilterCache over the router
+fails over, revalidates at the next owner, carries min_offsets on every
+try and counts lagging answers. No wall-clock
 asserts: which replica was called, and the codes, say what happened.
 From clients/python/ (with build/python on PYTHONPATH):
     /usr/bin/python3 -m unittest -v tests.test_routing_failover
 """
 
+import struct
 import threading
 import unittest
 from concurrent import futures
 
 import grpc
+import xxhash
 
 from exposure.v1 import exposure_filter_pb2 as pb
 from exposure_filter.client import (SERVICE, ExposureFilterClient,
-                                    OwnersFailed, RoutingClient, RoutingError,
-                                    connect, written_offsets)
+                                    FilterCache, OwnersFailed, RoutingClient,
+                                    RoutingError, connect, written_offsets)
 from exposure_filter.partitioning import replica_for_user
 
 PARTITIONS, REPLICAS = 12, 3
+
+
+
+def _empty_filter():
+    """An empty format-2 filter (no slices; fp 1%, one-hour slices), as any
+    copy encodes a user it holds nothing for, and its version."""
+    header = struct.pack("<4sHBBdq", b"EXPF", 2, 1, 0, 0.01, 3_600_000)
+    checksum = xxhash.xxh3_64_intdigest(header)
+    return header + struct.pack("<Q", checksum), "%016x" % checksum
+
+
+EMPTY_FILTER, EMPTY_VERSION = _empty_filter()
 
 
 class _Replica:
@@ -37,6 +53,8 @@ class _Replica:
         self.calls = 0
         self.min_offsets = []  # per FilterRecalled call, as received
         self.allow_lagging = []  # per FilterRecalled call, as received
+        self.pulls = []  # per GetFilter call: (if_version, min_offsets,
+        #                  allow_lagging) as received
         self.release = threading.Event()
         self._lock = threading.Lock()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -46,6 +64,10 @@ class _Replica:
                 request_deserializer=pb.FilterRecalledRequest.FromString,
                 response_serializer=pb.FilterRecalledResponse.
                 SerializeToString),
+            "GetFilter": grpc.unary_unary_rpc_method_handler(
+                self._get_filter,
+                request_deserializer=pb.GetFilterRequest.FromString,
+                response_serializer=pb.GetFilterResponse.SerializeToString),
             "RecordExposure": grpc.unary_unary_rpc_method_handler(
                 self._record_exposure,
                 request_deserializer=pb.RecordExposureRequest.FromString,
@@ -94,6 +116,29 @@ class _Replica:
                                            lagging=True))
         self._enter(context)
         return pb.FilterRecalledResponse(kept_ids=request.candidate_ids)
+
+    def _get_filter(self, request, context):
+        """Every copy holds the same (empty) filter: "not modified" to its
+        version, whichever copy it was pulled from."""
+        self.pulls.append((request.if_version, dict(request.min_offsets),
+                           request.allow_lagging))
+        staleness = pb.ReadStaleness(lag_ms=20, partition=4)
+        if self.mode == "lagging":
+            with self._lock:
+                self.calls += 1
+            if not request.allow_lagging:
+                context.abort(grpc.StatusCode.UNAVAILABLE,
+                              "this copy is lagging 1.3s behind")
+            staleness = pb.ReadStaleness(lag_ms=1300, partition=4,
+                                         lagging=True)
+        else:
+            self._enter(context)
+        if request.if_version == EMPTY_VERSION:
+            return pb.GetFilterResponse(version=EMPTY_VERSION,
+                                        not_modified=True,
+                                        staleness=staleness)
+        return pb.GetFilterResponse(filter=EMPTY_FILTER, version=EMPTY_VERSION,
+                                    staleness=staleness)
 
     def _record_exposure(self, request, context):
         self._enter(context)
@@ -323,6 +368,39 @@ class RoutingFailoverTest(unittest.TestCase):
         results = router.record_exposure(request)
         self.assertGreater(len(results), 1)
         self.assertEqual(written_offsets(results), {3: 41, 5: 7})
+
+    def test_filter_cache_revalidates_at_the_next_owner(self):
+        cache = FilterCache(self.router())
+        held = cache.get("homefeed", self.user)
+        self.replicas[0].mode = "unavailable"
+        self.assertIs(cache.get("homefeed", self.user), held)
+        # Pulled from owner 0, confirmed by owner 1 with the version held.
+        self.assertEqual(self.replicas[1].pulls, [(EMPTY_VERSION, {}, True)])
+        self.assertEqual((cache.full_pulls, cache.not_modified), (1, 1))
+
+    def test_filter_cache_sends_min_offsets_on_every_try(self):
+        self.replicas[0].mode = "unavailable"
+        cache = FilterCache(self.router())
+        cache.get("homefeed", self.user, min_offsets={4: 12})
+        # The last owner's try allows lagging, yet keeps the offsets: a
+        # copy that has not applied them still refuses.
+        self.assertEqual(self.replicas[0].pulls, [("", {4: 12}, False)])
+        self.assertEqual(self.replicas[1].pulls, [("", {4: 12}, True)])
+
+    def test_filter_cache_counts_lagging_answers(self):
+        self.replicas[0].mode = self.replicas[1].mode = "lagging"
+        cache = FilterCache(self.router())
+        for _ in range(2):
+            cache.get("homefeed", self.user)
+        self.assertEqual((cache.full_pulls, cache.not_modified), (1, 1))
+        self.assertEqual(cache.lagging_answers, 2)
+
+    def test_filter_cache_serves_no_held_filter_when_every_owner_fails(self):
+        cache = FilterCache(self.router())
+        cache.get("homefeed", self.user)
+        self.replicas[0].mode = self.replicas[1].mode = "unavailable"
+        with self.assertRaises(OwnersFailed):
+            cache.get("homefeed", self.user, min_offsets={4: 12})
 
     def test_bad_options_name_the_field(self):
         with self.assertRaisesRegex(ValueError, "replication_factor"):
