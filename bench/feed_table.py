@@ -50,7 +50,8 @@ def main():
     if not runs:
         print("feed loop: no runs")
         return
-    hdr = ("K", "thr", "system", "req/s", "x redis", "cli us", "srv us",
+    hdr = ("K", "thr", "system", "req/s", "x redis", "check p50 ms",
+           "write p50 ms", "cli us", "srv us",
            "cpu us", "x redis", "bytes/req", "hit", "stale p50 ms",
            "p99 ms", "FN in", "FN out", "FP rate", "users/write", "errors")
     rows = []
@@ -66,6 +67,8 @@ def main():
                 fmt(r.get("requests_per_s")),
                 fmt(ratio(r.get("requests_per_s"),
                           base and base.get("requests_per_s")), "{:.2f}"),
+                fmt((r.get("check_ms") or {}).get("p50"), "{:.3f}"),
+                fmt((r.get("write_ms") or {}).get("p50"), "{:.3f}"),
                 fmt(r.get("client_cpu_us_per_request"), "{:.0f}"),
                 fmt(r.get("server_cpu_us_per_request"), "{:.0f}"),
                 fmt(cpu(r), "{:.0f}"),
@@ -89,8 +92,11 @@ def main():
     any_run = next(iter(runs.values()))
     print()
     print("req/s: recall requests (check + show + write acknowledged) per "
-          "second; cli us: this load generator's CPU per request without its "
-          "writer and background threads; srv us: the server's (or "
+          "second; check / write p50: the check, and the shown items handed to "
+          "the writer -> acknowledged; cli us: the recall side's CPU per "
+          "request (the checks' own thread CPU plus gRPC's, the replica's and "
+          "the invalidation reader's threads; not the writer and background "
+          "threads, not drawing candidates or scoring); srv us: the server's (or "
           "redis-server's) CPU per request, writes included; bytes/req: "
           "TCP_INFO bytes of every load-generator socket, both directions, "
           "writes included; hit: checks answered from a local copy; stale: "
