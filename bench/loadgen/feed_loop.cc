@@ -174,10 +174,14 @@ class SessionRecall : public Recall {
                      uint8_t* keep, bool* hit) override {
     CheckPath path = CheckPath::kStream;
     absl::Status s = replica_->Check(o_.surface, user, ids, {}, keep, &path);
-    *hit = path == CheckPath::kLocal;
+    // A session's first check after Forget subscribes and waits for the
+    // snapshot before answering locally: a fetch, as a cache miss is.
+    *hit = path == CheckPath::kLocal && (!forget_ || subscribed_);
+    subscribed_ = true;
     return s;
   }
   void EndSession(const std::string& user) override {
+    subscribed_ = false;
     if (forget_) replica_->Forget(o_.surface, user);
   }
 
@@ -185,6 +189,7 @@ class SessionRecall : public Recall {
   const Options& o_;
   FilterReplica* replica_;
   bool forget_;
+  bool subscribed_ = false;  // this session's user was checked already
 };
 
 class ModeARecall : public Recall {
