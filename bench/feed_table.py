@@ -106,6 +106,10 @@ def main():
           "of the write; x redis: against the plain Redis block list at the "
           "same K and threads, same run.")
 
+    for (k, t, sysname), r in sorted(runs.items()):
+        for code, text in sorted((r.get("error_messages") or {}).items()):
+            print(f"error, K={k} {t} threads {sysname}: {code}: {text}")
+
     def get(k, t, s, f):
         r = runs.get((k, t, s))
         return None if r is None else r.get(f)

@@ -454,6 +454,7 @@ struct ThreadResult {
   std::vector<int64_t> write_ns;  // handed to the writer -> acknowledged
   std::vector<int64_t> staleness_ns;
   std::map<std::string, uint64_t> errors;
+  std::map<std::string, std::string> error_messages;  // the first, by code
   Accuracy accuracy;  // preloaded history and fresh candidates
 };
 
@@ -489,7 +490,9 @@ class SessionThread {
 
   void Error(const absl::Status& s) {
     if (phase_->measuring.load()) {
-      ++result_.errors[absl::StatusCodeToString(s.code())];
+      const std::string code = absl::StatusCodeToString(s.code());
+      ++result_.errors[code];
+      result_.error_messages.emplace(code, std::string(s.message()));
     }
     // Do not spin on a dead backend.
     absl::SleepFor(absl::Milliseconds(10));
@@ -838,6 +841,7 @@ int Main() {
     all.staleness_ns.insert(all.staleness_ns.end(), r.staleness_ns.begin(),
                             r.staleness_ns.end());
     for (const auto& [code, n] : r.errors) all.errors[code] += n;
+    all.error_messages.insert(r.error_messages.begin(), r.error_messages.end());
   }
   const double seconds = std::chrono::duration<double>(t1 - t0).count();
   const double n = static_cast<double>(all.requests);
@@ -855,9 +859,18 @@ int Main() {
   const double writer_cpu = writer1 - writer0;
   const double server_cpu =
       server0 >= 0 && server1 >= 0 ? server1 - server0 : -1;
-  std::string errs;
+  std::string errs, messages;
   for (const auto& [code, count] : all.errors) {
     absl::StrAppend(&errs, errs.empty() ? "" : ",", "\"", code, "\":", count);
+  }
+  for (const auto& [code, text] : all.error_messages) {
+    std::string quoted;
+    for (char c : text) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+    }
+    absl::StrAppend(&messages, messages.empty() ? "" : ",", "\"", code, "\":\"",
+                    quoted, "\"");
   }
   uint64_t invalidations = 0;
   for (RedisCachedRecall* c : cached) invalidations += c->invalidations();
@@ -912,7 +925,7 @@ int Main() {
       ",\"snapshots\":", r1.snapshots - r0.snapshots,
       ",\"resyncs\":", r1.resyncs - r0.resyncs, "}",
       ",\"redis_invalidations\":", invalidations, ",\"errors\":{", errs,
-      "}}\n");
+      "},\"error_messages\":{", messages, "}}\n");
   // One JSON object; bench/feed_table.py prints the table.
   std::fputs(json.c_str(), stdout);
   return all.requests > 0 ? 0 : 1;
