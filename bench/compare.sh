@@ -3,13 +3,24 @@
 # builds Release, starts the transport-ceiling server, the real server and a
 # redis-server on 127.0.0.1, runs the same workloads against each back to
 # back with exposure-filter-bench, stops them all and prints the table with
-# ratios. Bounded: ~12 runs of DURATION (+ WARMUP) plus one preload.
+# ratios. Then the feed loop (exposure-filter-feed-bench: sessions of K
+# requests, each check followed by its shown items written through one
+# batching writer) for every recall mode and both Redis baselines, and its
+# table (bench/feed_table.py). Bounded: ~12 runs of DURATION (+ WARMUP) plus
+# one preload, then one run of FEED_DURATION (+ WARMUP + a preload) per
+# system, K and thread count.
 #   bash bench/compare.sh                  # defaults below
 #   DURATION=20s USERS=1000 bash bench/compare.sh
+#   PARTS=feed FEED_K=10 FEED_DURATION=5s bash bench/compare.sh
 # Environment: DURATION (8s), WARMUP (2s), USERS (200), EXPOSURES (2000),
 # CANDIDATES (5000), THREADS (2), INFLIGHT (4), BUILD (build-release: any
 # Release build dir), OUT ($BUILD/compare), CEILING_PORT, SERVER_PORT,
-# REDIS_PORT, ADMIN_PORT (50161..50164).
+# REDIS_PORT, ADMIN_PORT (50161..50164), PARTS ("classic feed": the
+# workloads above, the feed loop), FEED_DURATION (DURATION), FEED_K
+# ("1 10 50"), FEED_THREADS (2), FEED_USERS (1000), FEED_BACKGROUND
+# (1000 other users' writes per second), FEED_WIDE_THREADS (8: mode A on
+# the stream and the Redis list again at K = 10 with this many threads;
+# empty skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +37,13 @@ CEILING_PORT=${CEILING_PORT:-50161}
 SERVER_PORT=${SERVER_PORT:-50162}
 REDIS_PORT=${REDIS_PORT:-50163}
 ADMIN_PORT=${ADMIN_PORT:-50164}  # the real server's metrics port (not the default 9464)
+PARTS=${PARTS:-classic feed}
+FEED_DURATION=${FEED_DURATION:-$DURATION}
+FEED_K=${FEED_K:-1 10 50}
+FEED_THREADS=${FEED_THREADS:-2}
+FEED_USERS=${FEED_USERS:-1000}
+FEED_BACKGROUND=${FEED_BACKGROUND:-1000}
+FEED_WIDE_THREADS=${FEED_WIDE_THREADS-8}
 
 if ! command -v redis-server >/dev/null; then
   echo "compare: installing redis-server"
@@ -66,6 +84,7 @@ bench() {  # bench <name> <port> <pid> [flags...]
 }
 
 # Preload once per backend: the real server keeps its users across runs.
+classic() {
 bench filter_mask.server "$SERVER_PORT" "$server_pid" --mix=filter
 bench filter_mask.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=filter --preload=false
 bench filter_ids.server "$SERVER_PORT" "$server_pid" --mix=filter --result_mode=kept_ids --preload=false
@@ -77,7 +96,53 @@ bench pull_cached.server "$SERVER_PORT" "$server_pid" --mix=get_filter_cached --
 bench pull_cached.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=get_filter_cached --preload=false
 bench record.server "$SERVER_PORT" "$server_pid" --mix=record --preload=false
 bench record.ceiling "$CEILING_PORT" "$ceiling_pid" --mix=record --preload=false
+}
+
+# feed <system> <K> <threads>: one feed-loop run. Each run preloads its own
+# users (the loop's writes grow the users it checks), so every system starts
+# from the same state.
+feed() {
+  local system=$1 k=$2 threads=$3 port=$SERVER_PORT pid=$server_pid
+  if [[ $system == redis* ]]; then port=$REDIS_PORT pid=$redis_pid; fi
+  local name="feed.k$k.t$threads.$system"
+  echo "compare: $name" >&2
+  "$BUILD/bench/exposure-filter-feed-bench" --system="$system" \
+    --name="$name" --target="127.0.0.1:$port" --server_pid="$pid" \
+    --user_prefix="$system-k$k-t$threads-u" --users="$FEED_USERS" \
+    --exposures_per_user="$EXPOSURES" --candidates="$CANDIDATES" \
+    --session_requests="$k" --threads="$threads" \
+    --background_users_per_s="$FEED_BACKGROUND" \
+    --duration="$FEED_DURATION" --warmup="$WARMUP" >"$OUT/$name.json"
+}
+
+feed_loop() {
+  for k in $FEED_K; do
+    for system in session mode_a mode_b stream_a redis redis_cached; do
+      feed "$system" "$k" "$FEED_THREADS"
+    done
+  done
+  if [[ -n $FEED_WIDE_THREADS ]]; then
+    for system in stream_a redis session; do
+      feed "$system" 10 "$FEED_WIDE_THREADS"
+    done
+  fi
+}
+
+for part in $PARTS; do
+  case $part in
+    classic) classic ;;
+    feed) feed_loop ;;
+    *) echo "compare: unknown part $part (classic, feed)" >&2; exit 2 ;;
+  esac
+done
 
 cleanup
 trap - EXIT
-python3 bench/compare_table.py "$OUT"
+if [[ " $PARTS " == *" classic "* ]]; then python3 bench/compare_table.py "$OUT"; fi
+if [[ " $PARTS " == *" feed "* ]]; then
+  echo
+  echo "The feed loop: sessions of K requests, $CANDIDATES candidates each," \
+    "20 shown items written per request through one batching writer," \
+    "$FEED_BACKGROUND other users' writes/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  python3 bench/feed_table.py "$OUT"
+fi

@@ -55,10 +55,37 @@ class RedisBlockListClient {
   // LRANGE user 0 4, then keep[i] = 0 for each candidate a block may contain.
   absl::Status Filter(const std::string& user, absl::Span<const uint64_t> ids,
                       uint8_t* keep, std::vector<uint64_t>* scratch);
+  // LRANGE user 0 4: the serialized blocks, newest first.
+  absl::Status Fetch(const std::string& user, std::vector<std::string>* blocks);
+
+  // Appends exposures for many users in two pipelined round trips, the way
+  // an exposure logger updates this design: a Bloom block is one list
+  // element, so adding items is a read-modify-write of the newest block.
+  // Round trip 1: LINDEX user 0 and INCRBY user:n (the items in the newest
+  // block, kept beside the list). Round trip 2, per user: the block with the
+  // new items' bits set (LSET user 0), or, when the newest block already
+  // held kRedisBlockItems (or the user has none), a new block (LPUSH, LTRIM
+  // to kRedisMaxBlocks, SET user:n). One writer per user: the read and the
+  // write are not atomic.
+  struct UserItems {
+    const std::string* user;
+    absl::Span<const uint64_t> ids;
+  };
+  absl::Status Record(absl::Span<const UserItems> batch);
+  // Sets user:n after Store (the items in the newest stored block).
+  absl::Status SetNewestCount(const std::string& user, uint32_t n);
+
+  // Raw access, for CLIENT TRACKING and its invalidation subscriber.
+  redisContext* context() { return ctx_; }
 
  private:
   redisContext* ctx_ = nullptr;
 };
+
+// keep[i] = 0 for each candidate (by item hash) that one of `blocks` may
+// contain; keep[i] = 1 otherwise.
+void FilterByBlocks(const std::vector<std::string>& blocks,
+                    absl::Span<const uint64_t> hashes, uint8_t* keep);
 
 }  // namespace exposure_filter::bench
 

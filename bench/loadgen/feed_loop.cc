@@ -1,0 +1,949 @@
+// exposure-filter-feed-bench: the feed loop a recall server runs, the same
+// for every system (docs/performance.md, "The feed loop"). Sessions of K
+// requests per user; each request checks --candidates for the user (half
+// exposed earlier, plus every item shown earlier in the session), then
+// --shown of its survivors are shown and handed to ONE shared writer thread
+// that batches many users per call (feed_writer.h); the session's next
+// request waits for that write's acknowledgement. A background generator
+// adds other users' exposures through the same writer at a steady rate.
+//
+// Systems (--system):
+//   session       FilterReplica (one per process, shared by the threads)
+//   mode_a        unary FilterRecalled, KEEP_MASK
+//   mode_b        FilterCache (GetFilter with if_version) + local check
+//   stream_a      mode A sent on a Session stream (SessionRequest.filter),
+//                 one stream per client thread
+//   redis         seed-004 Redis block list, LRANGE per request
+//   redis_cached  the same with Redis client-side caching (CLIENT TRACKING
+//                 with REDIRECT to an invalidation subscriber)
+// Writes go to the server by RecordExposure (many users per call) or to
+// Redis as pipelined block-list updates (RedisBlockListClient::Record).
+//
+// Measured: recall requests/s; CPU per request of this process (without
+// its writer and background threads) and of --server_pid; bytes on the
+// wire per request (TCP_INFO byte counters of every TCP socket of this
+// process: recalls and writes, both directions); hit ratio (the check used
+// a local copy); staleness (a write's acknowledgement -> the start of the
+// first check of the session that removed the item); false negatives (an
+// item recorded by an earlier request of the session that a later request
+// kept), split at --staleness_bound; FP rate against ground truth.
+//
+//   exposure-filter-feed-bench --system=session --target=127.0.0.1:50051
+//       --session_requests=10 --server_pid=PID --duration=5s
+//
+// Traffic goes only to --target. Every run is bounded by --duration plus
+// --warmup and the preload.
+#include <dirent.h>
+#include <grpcpp/grpcpp.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/node_hash_map.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bench/loadgen/feed_writer.h"
+#include "bench/loadgen/ground_truth.h"
+#include "bench/loadgen/redis_block_list.h"
+#include "bench/loadgen/redis_tracking_cache.h"
+#include "bench/loadgen/report.h"
+#include "exposure/v1/exposure_filter.grpc.pb.h"
+#include "exposure_filter/exposure_filter_client.h"
+#include "exposure_filter/filter_cache.h"
+#include "exposure_filter/filter_replica.h"
+#include "exposure_filter/item_hash.h"
+#include "src/server/config/transport_tuning.h"
+
+ABSL_FLAG(std::string, system, "session",
+          "session, mode_a, mode_b, stream_a, redis or redis_cached");
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "server or redis-server address (host:port)");
+ABSL_FLAG(std::string, name, "", "label for the report");
+ABSL_FLAG(std::string, surface, "feed", "surface (Redis: key prefix)");
+ABSL_FLAG(std::string, user_prefix, "feed-u",
+          "checked users are <prefix><n>; give each run its own, so every "
+          "system starts from the same preloaded users");
+ABSL_FLAG(int, users, 1000, "checked users (preloaded with exposures)");
+ABSL_FLAG(int, exposures_per_user, 2000, "exposures preloaded per user");
+ABSL_FLAG(bool, preload, true, "record the users' exposures first");
+ABSL_FLAG(int, candidates, 5000, "candidates per request");
+ABSL_FLAG(double, exposed_fraction, 0.5,
+          "fraction of the candidates (beyond the session's shown items) "
+          "the user was shown before the run");
+ABSL_FLAG(int, session_requests, 10, "K: requests per session");
+ABSL_FLAG(int, shown, 20, "survivors shown and recorded per request");
+ABSL_FLAG(bool, forget_after_session, true,
+          "drop the user's local copy when its session ends (a recall "
+          "server sees a user's next session much later); false keeps it");
+ABSL_FLAG(int, threads, 2, "client threads, one session at a time each");
+ABSL_FLAG(double, background_users_per_s, 1000,
+          "other users' writes per second through the shared writer");
+ABSL_FLAG(int, background_items, 20, "items per background user write");
+ABSL_FLAG(int, writer_users, 100000, "background users bench-w0..N-1");
+ABSL_FLAG(int, max_batch_users, 1000, "users per writer call at most");
+ABSL_FLAG(absl::Duration, staleness_bound, absl::Milliseconds(100),
+          "false negatives are split at this age of the write");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(5), "measured phase");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(2), "unmeasured warm-up");
+ABSL_FLAG(int, server_pid, 0, "server (or redis-server) pid, for its CPU");
+
+namespace exposure_filter::bench {
+namespace {
+
+namespace v1 = exposure::v1;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string system, target, surface, user_prefix;
+  uint32_t users = 0, exposures = 0;
+  size_t candidates = 0;
+  double exposed_fraction = 0;
+  int k = 0, shown = 0, threads = 0;
+  bool forget = true;
+  Clock::duration bound{};
+  bool redis() const { return system == "redis" || system == "redis_cached"; }
+};
+
+std::string UserOf(const Options& o, uint32_t u) {
+  return absl::StrCat(o.user_prefix, u);
+}
+std::string RedisKey(const Options& o, const std::string& user) {
+  return absl::StrCat(o.surface, ":", user);
+}
+
+absl::Status HostPort(const std::string& target, std::string* host, int* port) {
+  std::pair<std::string, std::string> hp = absl::StrSplit(target, ':');
+  *host = hp.first;
+  if (!absl::SimpleAtoi(hp.second, port)) {
+    return absl::InvalidArgumentError("--target: host:port expected");
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const Options& o) {
+  grpc::ChannelArguments args;
+  ApplyTransportTuning(TransportTuning{}, &args);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // own connection
+  return grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+void DecodeMask(const std::string& mask, size_t n, uint8_t* keep) {
+  for (size_t i = 0; i < n; ++i) {
+    keep[i] = (static_cast<unsigned char>(mask[i / 8]) >> (i % 8)) & 1;
+  }
+}
+
+// --- Recall, one per client thread ---------------------------------------
+
+class Recall {
+ public:
+  virtual ~Recall() = default;
+  // keep[i] for ids[i]; *hit when a local copy answered.
+  virtual absl::Status Check(const std::string& user,
+                             const std::vector<uint64_t>& ids, uint8_t* keep,
+                             bool* hit) = 0;
+  virtual void EndSession(const std::string& user) { (void)user; }
+};
+
+class SessionRecall : public Recall {
+ public:
+  SessionRecall(const Options& o, FilterReplica* replica, bool forget)
+      : o_(o), replica_(replica), forget_(forget) {}
+  absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
+                     uint8_t* keep, bool* hit) override {
+    CheckPath path = CheckPath::kStream;
+    absl::Status s = replica_->Check(o_.surface, user, ids, {}, keep, &path);
+    // A session's first check after Forget subscribes and waits for the
+    // snapshot before answering locally: a fetch, as a cache miss is.
+    *hit = path == CheckPath::kLocal && (!forget_ || subscribed_);
+    subscribed_ = true;
+    return s;
+  }
+  void EndSession(const std::string& user) override {
+    subscribed_ = false;
+    if (forget_) replica_->Forget(o_.surface, user);
+  }
+
+ private:
+  const Options& o_;
+  FilterReplica* replica_;
+  bool forget_;
+  bool subscribed_ = false;  // this session's user was checked already
+};
+
+class ModeARecall : public Recall {
+ public:
+  explicit ModeARecall(const Options& o)
+      : o_(o), stub_(v1::ExposureFilter::NewStub(MakeChannel(o))) {}
+  absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
+                     uint8_t* keep, bool* hit) override {
+    *hit = false;
+    req_.Clear();
+    req_.set_surface(o_.surface);
+    req_.set_user_id(user);
+    req_.set_mode(v1::KEEP_MASK);
+    req_.mutable_candidate_ids()->Add(ids.begin(), ids.end());
+    v1::FilterRecalledResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    grpc::Status s = stub_->FilterRecalled(&ctx, req_, &resp);
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          s.error_message());
+    }
+    if (resp.keep_mask().size() != (ids.size() + 7) / 8) {
+      return absl::DataLossError("keep_mask of the wrong size");
+    }
+    DecodeMask(resp.keep_mask(), ids.size(), keep);
+    return absl::OkStatus();
+  }
+
+ private:
+  const Options& o_;
+  std::unique_ptr<v1::ExposureFilter::Stub> stub_;
+  v1::FilterRecalledRequest req_;
+};
+
+class ModeBRecall : public Recall {
+ public:
+  ModeBRecall(const Options& o, bool forget)
+      : o_(o),
+        client_(MakeChannel(o), ClientOptions{}),
+        cache_(&client_, FilterCacheOptions{}),
+        forget_(forget) {}
+  absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
+                     uint8_t* keep, bool* hit) override {
+    const uint64_t before = cache_.stats().not_modified;
+    absl::StatusOr<std::shared_ptr<const PulledFilter>> f =
+        cache_.Get(o_.surface, user);
+    if (!f.ok()) return f.status();
+    *hit = cache_.stats().not_modified > before;
+    (*f)->view().KeepMaskIds(ids, keep);
+    return absl::OkStatus();
+  }
+  void EndSession(const std::string& user) override {
+    if (forget_) cache_.Invalidate(o_.surface, user);
+  }
+
+ private:
+  const Options& o_;
+  ExposureFilterClient client_;
+  FilterCache cache_;
+  bool forget_;
+};
+
+// Mode A on a Session stream: one stream per thread, one request at a
+// time; the stream holds no subscription, so only answers come back.
+class StreamARecall : public Recall {
+ public:
+  explicit StreamARecall(const Options& o)
+      : o_(o), stub_(v1::ExposureFilter::NewStub(MakeChannel(o))) {
+    stream_ = stub_->Session(&ctx_);
+  }
+  ~StreamARecall() override {
+    stream_->WritesDone();
+    v1::SessionResponse ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    stream_->Finish().ok();
+  }
+  absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
+                     uint8_t* keep, bool* hit) override {
+    *hit = false;
+    req_.Clear();
+    req_.set_request_id(++next_id_);
+    v1::FilterRecalledRequest* f = req_.mutable_filter();
+    f->set_surface(o_.surface);
+    f->set_user_id(user);
+    f->set_mode(v1::KEEP_MASK);
+    f->mutable_candidate_ids()->Add(ids.begin(), ids.end());
+    if (!stream_->Write(req_)) return absl::UnavailableError("stream ended");
+    v1::SessionResponse resp;
+    while (stream_->Read(&resp)) {
+      if (resp.request_id() != next_id_) continue;
+      if (resp.has_error()) {
+        return absl::Status(static_cast<absl::StatusCode>(resp.error().code()),
+                            resp.error().message());
+      }
+      if (!resp.has_filter() ||
+          resp.filter().keep_mask().size() != (ids.size() + 7) / 8) {
+        return absl::DataLossError("not a KEEP_MASK filter answer");
+      }
+      DecodeMask(resp.filter().keep_mask(), ids.size(), keep);
+      return absl::OkStatus();
+    }
+    return absl::UnavailableError("stream ended");
+  }
+
+ private:
+  const Options& o_;
+  std::unique_ptr<v1::ExposureFilter::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionResponse>>
+      stream_;
+  v1::SessionRequest req_;
+  uint64_t next_id_ = 0;
+};
+
+class RedisRecall : public Recall {
+ public:
+  explicit RedisRecall(const Options& o) : o_(o) {}
+  absl::Status Connect() {
+    std::string host;
+    int port = 0;
+    if (absl::Status s = HostPort(o_.target, &host, &port); !s.ok()) return s;
+    return client_.Connect(host, port);
+  }
+  absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
+                     uint8_t* keep, bool* hit) override {
+    *hit = false;
+    return client_.Filter(RedisKey(o_, user), ids, keep, &scratch_);
+  }
+
+ private:
+  const Options& o_;
+  RedisBlockListClient client_;
+  std::vector<uint64_t> scratch_;
+};
+
+class RedisCachedRecall : public Recall {
+ public:
+  RedisCachedRecall(const Options& o, bool forget) : o_(o), forget_(forget) {}
+  absl::Status Connect() {
+    std::string host;
+    int port = 0;
+    if (absl::Status s = HostPort(o_.target, &host, &port); !s.ok()) return s;
+    return cache_.Connect(host, port);
+  }
+  absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
+                     uint8_t* keep, bool* hit) override {
+    hashes_.resize(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) hashes_[i] = HashItemId(ids[i]);
+    return cache_.Filter(RedisKey(o_, user), hashes_, keep, hit);
+  }
+  void EndSession(const std::string& user) override {
+    if (forget_) cache_.Forget(RedisKey(o_, user));
+  }
+  uint64_t invalidations() const { return cache_.invalidations(); }
+
+ private:
+  const Options& o_;
+  bool forget_;
+  RedisTrackingCache cache_;
+  std::vector<uint64_t> hashes_;
+};
+
+// --- Preload ---------------------------------------------------------------
+
+absl::Status PreloadGrpc(const Options& o) {
+  auto stub = v1::ExposureFilter::NewStub(MakeChannel(o));
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  // 7 event times over 28 days, so exposures land in every live slice, as
+  // exposure-filter-bench preloads.
+  constexpr int kTimes = 7;
+  const int64_t step_ms = int64_t{28} * 24 * 3600 * 1000 / kTimes;
+  for (uint32_t u = 0; u < o.users; ++u) {
+    v1::RecordExposureRequest req;
+    req.set_surface(o.surface);
+    for (int g = kTimes - 1; g >= 0; --g) {
+      v1::Exposure* e = req.add_exposures();
+      e->set_user_id(UserOf(o, u));
+      e->set_event_time_ms(now_ms - g * step_ms - 1000);
+      for (uint32_t j = g; j < o.exposures; j += kTimes) {
+        e->add_item_ids(ExposedId(u, j));
+      }
+    }
+    v1::RecordExposureResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(30));
+    grpc::Status s = stub->RecordExposure(&ctx, req, &resp);
+    if (!s.ok()) return absl::UnavailableError("preload: " + s.error_message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PreloadRedis(const Options& o) {
+  std::string host;
+  int port = 0;
+  if (absl::Status s = HostPort(o.target, &host, &port); !s.ok()) return s;
+  RedisBlockListClient client;
+  if (absl::Status s = client.Connect(host, port); !s.ok()) return s;
+  std::vector<uint64_t> ids;
+  for (uint32_t u = 0; u < o.users; ++u) {
+    ids.clear();
+    for (uint32_t j = 0; j < o.exposures; ++j) ids.push_back(ExposedId(u, j));
+    const std::string key = RedisKey(o, UserOf(o, u));
+    if (absl::Status s = client.Store(key, BuildBlockList(ids)); !s.ok()) {
+      return s;
+    }
+    // BuildBlockList fills blocks of 1,000 from the oldest item: the newest
+    // block holds the remainder (or a full block).
+    const uint32_t newest =
+        o.exposures == 0 ? 0 : o.exposures - (o.exposures - 1) / 1000 * 1000;
+    if (absl::Status s = client.SetNewestCount(key, newest); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// --- Bytes on the wire -----------------------------------------------------
+
+// Bytes sent (acknowledged) plus received on every TCP socket this process
+// holds now, from the kernel's TCP_INFO counters.
+uint64_t ProcessTcpBytes() {
+  uint64_t total = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return 0;
+  while (dirent* d = readdir(dir)) {
+    int fd = 0;
+    if (!absl::SimpleAtoi(d->d_name, &fd)) continue;
+    tcp_info info{};
+    socklen_t len = sizeof(info);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) continue;
+    if (len < offsetof(tcp_info, tcpi_bytes_received) + sizeof(uint64_t)) {
+      continue;
+    }
+    total += info.tcpi_bytes_acked + info.tcpi_bytes_received;
+  }
+  closedir(dir);
+  return total;
+}
+
+// --- The loop --------------------------------------------------------------
+
+double SelfThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct Phase {
+  std::atomic<bool> measuring{false};
+  std::atomic<bool> stop{false};
+};
+
+struct ThreadResult {
+  uint64_t requests = 0, hits = 0, sessions = 0;
+  uint64_t fn_within = 0, fn_outside = 0;  // shown items kept
+  uint64_t unresolved = 0;  // kept by a session's last check, probed
+  double check_cpu_s = 0;   // this thread's CPU inside Check, measuring
+  std::vector<int64_t> check_ns;
+  std::vector<int64_t> write_ns;  // handed to the writer -> acknowledged
+  std::vector<int64_t> staleness_ns;
+  std::map<std::string, uint64_t> errors;
+  std::map<std::string, std::string> error_messages;  // the first, by code
+  Accuracy accuracy;  // preloaded history and fresh candidates
+};
+
+class SessionThread {
+ public:
+  SessionThread(const Options& o, Phase* phase, int index, Recall* recall,
+                FeedWriter* writer)
+      : o_(o),
+        phase_(phase),
+        index_(index),
+        recall_(recall),
+        writer_(writer),
+        rng_(0xfeed0000u + index) {}
+
+  void Run() {
+    const uint32_t per_thread = std::max<uint32_t>(1, o_.users / o_.threads);
+    for (uint64_t j = 0; !phase_->stop.load(); ++j) {
+      const uint32_t u =
+          static_cast<uint32_t>(index_ + o_.threads * (j % per_thread)) %
+          o_.users;
+      RunSession(u);
+    }
+  }
+
+  ThreadResult& result() { return result_; }
+
+ private:
+  struct Shown {
+    uint64_t id;
+    Clock::time_point acked;
+    bool resolved;  // a check already removed it (staleness sampled)
+  };
+
+  void Error(const absl::Status& s) {
+    if (phase_->measuring.load()) {
+      const std::string code = absl::StatusCodeToString(s.code());
+      ++result_.errors[code];
+      result_.error_messages.emplace(code, std::string(s.message()));
+    }
+    // Do not spin on a dead backend.
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+
+  void RunSession(uint32_t u) {
+    const std::string user = UserOf(o_, u);
+    shown_.clear();
+    for (int r = 0; r < o_.k && !phase_->stop.load(); ++r) {
+      const bool measuring = phase_->measuring.load();
+      // Candidates: the session's shown items (a recall source that keeps
+      // returning them), then the rest, half exposed before the run.
+      const size_t carried = std::min(shown_.size(), o_.candidates);
+      MakeCandidates(u, o_.exposures, o_.candidates - carried,
+                     o_.exposed_fraction, rng_, &batch_);
+      ids_.resize(o_.candidates);
+      for (size_t i = 0; i < carried; ++i) ids_[i] = shown_[i].id;
+      std::copy(batch_.ids.begin(), batch_.ids.end(), ids_.begin() + carried);
+      keep_.assign(o_.candidates, 1);
+      bool hit = false;
+      const double cpu0 = SelfThreadCpuSeconds();
+      const Clock::time_point t0 = Clock::now();
+      absl::Status s = recall_->Check(user, ids_, keep_.data(), &hit);
+      const Clock::time_point t1 = Clock::now();
+      if (measuring) result_.check_cpu_s += SelfThreadCpuSeconds() - cpu0;
+      if (!s.ok()) {
+        Error(s);
+        break;
+      }
+      if (measuring) {
+        ++result_.requests;
+        result_.hits += hit;
+        result_.check_ns.push_back((t1 - t0).count());
+        result_.accuracy.Add(batch_, keep_.data() + carried);
+      }
+      for (size_t i = 0; i < carried; ++i) {
+        Shown& item = shown_[i];
+        if (keep_[i]) {
+          if (measuring) {
+            ++(t0 - item.acked <= o_.bound ? result_.fn_within
+                                           : result_.fn_outside);
+          }
+        } else if (!item.resolved) {
+          item.resolved = true;
+          if (measuring)
+            result_.staleness_ns.push_back((t0 - item.acked).count());
+        }
+      }
+      if (r == o_.k - 1) ProbeUnresolved(user, measuring);
+      // Show --shown survivors (never one shown before) and record them.
+      WriteEntry entry;
+      entry.user = o_.redis() ? RedisKey(o_, user) : user;
+      for (size_t i = carried;
+           i < ids_.size() && entry.ids.size() < static_cast<size_t>(o_.shown);
+           ++i) {
+        if (keep_[i]) entry.ids.push_back(ids_[i]);
+      }
+      WriteTicket ticket;
+      entry.ticket = &ticket;
+      const Clock::time_point w0 = Clock::now();
+      writer_->Submit(&entry);
+      ticket.done.WaitForNotification();
+      if (measuring) result_.write_ns.push_back((ticket.acked - w0).count());
+      if (!ticket.status.ok()) {
+        Error(ticket.status);
+        break;
+      }
+      for (uint64_t id : entry.ids) shown_.push_back({id, ticket.acked, false});
+    }
+    recall_->EndSession(user);
+    if (phase_->measuring.load()) ++result_.sessions;
+  }
+
+  // Items the session's last check kept although recorded earlier: probe
+  // them (every millisecond, at most 2 s) until a check removes them, so
+  // their staleness is measured too.
+  void ProbeUnresolved(const std::string& user, bool measuring) {
+    std::vector<size_t> open;
+    for (size_t i = 0; i < shown_.size(); ++i) {
+      if (!shown_[i].resolved) open.push_back(i);
+    }
+    // The last check's own items (recorded after it) are not open: only
+    // items it saw and kept.
+    std::vector<uint64_t> ids;
+    std::vector<uint8_t> keep;
+    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(2);
+    while (!open.empty() && Clock::now() < give_up) {
+      ids.clear();
+      for (size_t i : open) ids.push_back(shown_[i].id);
+      keep.assign(ids.size(), 1);
+      bool hit = false;
+      const Clock::time_point t0 = Clock::now();
+      if (!recall_->Check(user, ids, keep.data(), &hit).ok()) break;
+      std::vector<size_t> still;
+      for (size_t j = 0; j < open.size(); ++j) {
+        if (keep[j]) {
+          still.push_back(open[j]);
+        } else if (measuring) {
+          result_.staleness_ns.push_back((t0 - shown_[open[j]].acked).count());
+        }
+      }
+      open.swap(still);
+      if (!open.empty()) absl::SleepFor(absl::Milliseconds(1));
+    }
+    if (measuring) result_.unresolved += open.size();
+  }
+
+  const Options& o_;
+  Phase* phase_;
+  const int index_;
+  Recall* recall_;
+  FeedWriter* writer_;
+  FastRng rng_;
+  CandidateBatch batch_;
+  std::vector<uint64_t> ids_;
+  std::vector<uint8_t> keep_;
+  std::vector<Shown> shown_;
+  ThreadResult result_;
+};
+
+// --- Sinks -----------------------------------------------------------------
+
+WriteSink GrpcSink(const Options& o) {
+  auto stub = std::shared_ptr<v1::ExposureFilter::Stub>(
+      v1::ExposureFilter::NewStub(MakeChannel(o)));
+  const std::string surface = o.surface;
+  return [stub, surface](absl::Span<WriteEntry* const> batch) {
+    v1::RecordExposureRequest req;
+    req.set_surface(surface);
+    for (const WriteEntry* w : batch) {
+      v1::Exposure* e = req.add_exposures();
+      e->set_user_id(w->user);
+      e->mutable_item_ids()->Add(w->ids.begin(), w->ids.end());
+    }
+    v1::RecordExposureResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    grpc::Status s = stub->RecordExposure(&ctx, req, &resp);
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          s.error_message());
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<WriteSink> RedisSink(const Options& o) {
+  std::string host;
+  int port = 0;
+  if (absl::Status s = HostPort(o.target, &host, &port); !s.ok()) return s;
+  auto client = std::make_shared<RedisBlockListClient>();
+  if (absl::Status s = client->Connect(host, port); !s.ok()) return s;
+  return WriteSink([client](absl::Span<WriteEntry* const> batch) {
+    // One read-modify-write per user and batch: two updates of the same
+    // block in one pipeline would both start from the same old block, and
+    // the second would drop the first's items. Only background users can
+    // repeat within a batch (a session has one write in flight).
+    absl::node_hash_map<std::string, std::vector<uint64_t>>
+        merged;  // stable keys
+    std::vector<const std::string*> order;
+    for (const WriteEntry* w : batch) {
+      auto [it, inserted] = merged.try_emplace(w->user);
+      if (inserted) order.push_back(&it->first);
+      it->second.insert(it->second.end(), w->ids.begin(), w->ids.end());
+    }
+    std::vector<RedisBlockListClient::UserItems> items;
+    items.reserve(order.size());
+    for (const std::string* user : order) {
+      items.push_back({user, merged.find(*user)->second});
+    }
+    return client->Record(items);
+  });
+}
+
+double Percentile(std::vector<int64_t>& v, double q) {
+  if (v.empty()) return -1;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * v.size()));
+  std::nth_element(v.begin(), v.begin() + i, v.end());
+  return v[i] / 1e6;  // milliseconds
+}
+
+std::string Num(double v) {
+  return v < 0 ? "null" : absl::StrFormat("%.6g", v);
+}
+
+int Main() {
+  Options o;
+  o.system = absl::GetFlag(FLAGS_system);
+  o.target = absl::GetFlag(FLAGS_target);
+  o.surface = absl::GetFlag(FLAGS_surface);
+  o.user_prefix = absl::GetFlag(FLAGS_user_prefix);
+  const int users = absl::GetFlag(FLAGS_users);
+  const int exposures = absl::GetFlag(FLAGS_exposures_per_user);
+  const int candidates = absl::GetFlag(FLAGS_candidates);
+  o.exposed_fraction = absl::GetFlag(FLAGS_exposed_fraction);
+  o.k = absl::GetFlag(FLAGS_session_requests);
+  o.shown = absl::GetFlag(FLAGS_shown);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.forget = absl::GetFlag(FLAGS_forget_after_session);
+  o.bound = std::chrono::duration_cast<Clock::duration>(
+      absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_staleness_bound)));
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "exposure-filter-feed-bench: %s\n", msg.c_str());
+    return 2;
+  };
+  static const char* kSystems[] = {"session",  "mode_a", "mode_b",
+                                   "stream_a", "redis",  "redis_cached"};
+  if (std::find(std::begin(kSystems), std::end(kSystems), o.system) ==
+      std::end(kSystems)) {
+    return fail(
+        "--system: one of session, mode_a, mode_b, stream_a, redis, "
+        "redis_cached");
+  }
+  if (users <= 0 || exposures < 0 || candidates <= 0 || o.k <= 0 ||
+      o.shown < 0 || o.threads <= 0 || users < o.threads ||
+      !(o.exposed_fraction >= 0 && o.exposed_fraction <= 1) ||
+      absl::GetFlag(FLAGS_background_users_per_s) < 0 ||
+      absl::GetFlag(FLAGS_writer_users) <= 0 ||
+      absl::GetFlag(FLAGS_max_batch_users) <= 0 ||
+      absl::GetFlag(FLAGS_background_items) <= 0) {
+    return fail(
+        "--users (>= --threads), --candidates, --session_requests, "
+        "--threads, --writer_users, --max_batch_users, --background_items "
+        "must be positive; --exposures_per_user, --shown, "
+        "--background_users_per_s >= 0; --exposed_fraction in [0, 1]");
+  }
+  o.users = static_cast<uint32_t>(users);
+  o.exposures = static_cast<uint32_t>(exposures);
+  o.candidates = static_cast<size_t>(candidates);
+
+  if (absl::GetFlag(FLAGS_preload) && o.exposures > 0) {
+    absl::Status s = o.redis() ? PreloadRedis(o) : PreloadGrpc(o);
+    if (!s.ok()) return fail(std::string(s.message()));
+  }
+
+  // The writer: one thread, many users per call.
+  WriteSink sink;
+  if (o.redis()) {
+    absl::StatusOr<WriteSink> r = RedisSink(o);
+    if (!r.ok()) return fail(std::string(r.status().message()));
+    sink = *std::move(r);
+  } else {
+    sink = GrpcSink(o);
+  }
+  FeedWriterOptions wo;
+  wo.max_batch_users = absl::GetFlag(FLAGS_max_batch_users);
+  wo.background_users_per_s = absl::GetFlag(FLAGS_background_users_per_s);
+  wo.background_items = absl::GetFlag(FLAGS_background_items);
+  wo.background_user_pool = absl::GetFlag(FLAGS_writer_users);
+  // Background users are other users: never a checked one.
+  wo.background_prefix = o.redis() ? RedisKey(o, "bench-w") : "bench-w";
+  FeedWriter writer(wo, std::move(sink));
+
+  std::unique_ptr<FilterReplica> replica;
+  if (o.system == "session") {
+    absl::StatusOr<std::unique_ptr<FilterReplica>> r =
+        FilterReplica::Connect(MakeChannel(o), FilterReplicaOptions{});
+    if (!r.ok()) return fail(std::string(r.status().message()));
+    replica = *std::move(r);
+  }
+  std::vector<std::unique_ptr<Recall>> recalls;
+  std::vector<RedisCachedRecall*> cached;
+  for (int t = 0; t < o.threads; ++t) {
+    if (o.system == "session") {
+      recalls.push_back(
+          std::make_unique<SessionRecall>(o, replica.get(), o.forget));
+    } else if (o.system == "mode_a") {
+      recalls.push_back(std::make_unique<ModeARecall>(o));
+    } else if (o.system == "mode_b") {
+      recalls.push_back(std::make_unique<ModeBRecall>(o, o.forget));
+    } else if (o.system == "stream_a") {
+      recalls.push_back(std::make_unique<StreamARecall>(o));
+    } else if (o.system == "redis") {
+      auto r = std::make_unique<RedisRecall>(o);
+      if (absl::Status s = r->Connect(); !s.ok()) {
+        return fail(std::string(s.message()));
+      }
+      recalls.push_back(std::move(r));
+    } else {
+      auto r = std::make_unique<RedisCachedRecall>(o, o.forget);
+      if (absl::Status s = r->Connect(); !s.ok()) {
+        return fail(std::string(s.message()));
+      }
+      cached.push_back(r.get());
+      recalls.push_back(std::move(r));
+    }
+  }
+
+  Phase phase;
+  std::vector<std::unique_ptr<SessionThread>> sessions;
+  for (int t = 0; t < o.threads; ++t) {
+    sessions.push_back(std::make_unique<SessionThread>(
+        o, &phase, t, recalls[t].get(), &writer));
+  }
+  std::vector<std::thread> threads;
+  for (auto& s : sessions) threads.emplace_back([&s] { s->Run(); });
+  auto session_threads_cpu = [&threads] {
+    double cpu = 0;
+    for (std::thread& t : threads) cpu += ThreadCpuSeconds(t.native_handle());
+    return cpu;
+  };
+
+  absl::SleepFor(absl::GetFlag(FLAGS_warmup));
+  const int server_pid = absl::GetFlag(FLAGS_server_pid);
+  const FeedWriterStats w0 = writer.stats();
+  const double server0 = ProcessCpuSeconds(server_pid);
+  const double self0 = ProcessCpuSeconds(getpid());
+  const double writer0 = writer.WriterThreadCpuSeconds();
+  const double sessions0 = session_threads_cpu();
+  const uint64_t bytes0 = ProcessTcpBytes();
+  const FilterReplicaStats r0 =
+      replica ? replica->stats() : FilterReplicaStats{};
+  const Clock::time_point t0 = Clock::now();
+  phase.measuring.store(true);
+  absl::SleepFor(absl::GetFlag(FLAGS_duration));
+  phase.measuring.store(false);
+  const Clock::time_point t1 = Clock::now();
+  const uint64_t bytes1 = ProcessTcpBytes();
+  const double writer1 = writer.WriterThreadCpuSeconds();
+  const double sessions1 = session_threads_cpu();
+  const double self1 = ProcessCpuSeconds(getpid());
+  const double server1 = ProcessCpuSeconds(server_pid);
+  const FeedWriterStats w1 = writer.stats();
+  const FilterReplicaStats r1 =
+      replica ? replica->stats() : FilterReplicaStats{};
+  phase.stop.store(true);
+  for (std::thread& t : threads) t.join();
+  writer.Stop();
+
+  ThreadResult all;
+  for (auto& s : sessions) {
+    ThreadResult& r = s->result();
+    all.requests += r.requests;
+    all.hits += r.hits;
+    all.sessions += r.sessions;
+    all.fn_within += r.fn_within;
+    all.fn_outside += r.fn_outside;
+    all.unresolved += r.unresolved;
+    all.check_cpu_s += r.check_cpu_s;
+    all.accuracy.Merge(r.accuracy);
+    all.check_ns.insert(all.check_ns.end(), r.check_ns.begin(),
+                        r.check_ns.end());
+    all.write_ns.insert(all.write_ns.end(), r.write_ns.begin(),
+                        r.write_ns.end());
+    all.staleness_ns.insert(all.staleness_ns.end(), r.staleness_ns.begin(),
+                            r.staleness_ns.end());
+    for (const auto& [code, n] : r.errors) all.errors[code] += n;
+    all.error_messages.insert(r.error_messages.begin(), r.error_messages.end());
+  }
+  const double seconds = std::chrono::duration<double>(t1 - t0).count();
+  const double n = static_cast<double>(all.requests);
+  auto per_request_us = [&](double cpu) {
+    return all.requests == 0 || cpu < 0 ? -1 : cpu * 1e6 / n;
+  };
+  // The recall side's CPU: the session threads' CPU inside Check, plus
+  // every other thread but the writers (gRPC's, the replica's stream
+  // reader, the invalidation reader). Left out: the writer and background
+  // threads, and the load generator's own work on the session threads
+  // (drawing candidates, scoring answers against ground truth).
+  const double loadgen_cpu = self1 - self0;
+  const double client_cpu = loadgen_cpu - (writer1 - writer0) -
+                            (sessions1 - sessions0) + all.check_cpu_s;
+  const double writer_cpu = writer1 - writer0;
+  const double server_cpu =
+      server0 >= 0 && server1 >= 0 ? server1 - server0 : -1;
+  std::string errs, messages;
+  for (const auto& [code, count] : all.errors) {
+    absl::StrAppend(&errs, errs.empty() ? "" : ",", "\"", code, "\":", count);
+  }
+  for (const auto& [code, text] : all.error_messages) {
+    std::string quoted;
+    for (char c : text) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+    }
+    absl::StrAppend(&messages, messages.empty() ? "" : ",", "\"", code, "\":\"",
+                    quoted, "\"");
+  }
+  uint64_t invalidations = 0;
+  for (RedisCachedRecall* c : cached) invalidations += c->invalidations();
+  const uint64_t stale_samples = all.staleness_ns.size();
+  const double fp_rate =
+      all.accuracy.fresh ? static_cast<double>(all.accuracy.false_positives) /
+                               all.accuracy.fresh
+                         : -1;
+  std::string json = absl::StrCat(
+      "{\"name\":\"", absl::GetFlag(FLAGS_name), "\",\"system\":\"", o.system,
+      "\",\"target\":\"", o.target, "\",\"session_requests\":", o.k,
+      ",\"threads\":", o.threads, ",\"candidates\":", o.candidates,
+      ",\"users\":", o.users, ",\"seconds\":", Num(seconds),
+      ",\"requests\":", all.requests, ",\"sessions\":", all.sessions,
+      ",\"requests_per_s\":", Num(seconds > 0 ? n / seconds : 0),
+      ",\"check_ms\":{\"p50\":", Num(Percentile(all.check_ns, 0.5)),
+      ",\"p99\":", Num(Percentile(all.check_ns, 0.99)), "}",
+      ",\"write_ms\":{\"p50\":", Num(Percentile(all.write_ns, 0.5)),
+      ",\"p99\":", Num(Percentile(all.write_ns, 0.99)), "}",
+      ",\"client_cpu_us_per_request\":", Num(per_request_us(client_cpu)),
+      ",\"writer_cpu_us_per_request\":", Num(per_request_us(writer_cpu)),
+      ",\"loadgen_cpu_us_per_request\":", Num(per_request_us(loadgen_cpu)),
+      ",\"server_cpu_us_per_request\":", Num(per_request_us(server_cpu)),
+      ",\"wire_bytes_per_request\":",
+      Num(all.requests ? (bytes1 - bytes0) / n : -1),
+      ",\"hit_ratio\":", Num(all.requests ? all.hits / n : -1),
+      ",\"staleness_ms\":{\"samples\":", stale_samples,
+      ",\"p50\":", Num(Percentile(all.staleness_ns, 0.5)),
+      ",\"p99\":", Num(Percentile(all.staleness_ns, 0.99)),
+      ",\"max\":", Num(Percentile(all.staleness_ns, 1.0)), "}",
+      ",\"fn_within_bound\":", all.fn_within,
+      ",\"fn_outside_bound\":", all.fn_outside,
+      ",\"fn_unresolved\":", all.unresolved, ",\"staleness_bound_ms\":",
+      Num(absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_staleness_bound))),
+      ",\"history_false_negatives\":", all.accuracy.false_negatives,
+      ",\"fresh_checked\":", all.accuracy.fresh,
+      ",\"false_positives\":", all.accuracy.false_positives,
+      ",\"fp_rate\":", Num(fp_rate), ",\"writer_calls\":", w1.calls - w0.calls,
+      ",\"writer_users_per_call\":",
+      Num(w1.calls > w0.calls
+              ? static_cast<double>(w1.users - w0.users) / (w1.calls - w0.calls)
+              : -1),
+      ",\"background_users_per_s\":",
+      Num((w1.background_users - w0.background_users) / seconds),
+      ",\"background_dropped\":", w1.background_dropped,
+      ",\"failed_writes\":", w1.failed_calls,
+      ",\"replica\":{\"local\":", r1.local_checks - r0.local_checks,
+      ",\"stream\":", r1.stream_checks - r0.stream_checks,
+      ",\"unary\":", r1.unary_checks - r0.unary_checks,
+      ",\"not_synced\":", r1.not_synced - r0.not_synced,
+      ",\"stale\":", r1.stale - r0.stale, ",\"aging\":", r1.aging - r0.aging,
+      ",\"snapshots\":", r1.snapshots - r0.snapshots,
+      ",\"resyncs\":", r1.resyncs - r0.resyncs, "}",
+      ",\"redis_invalidations\":", invalidations, ",\"errors\":{", errs,
+      "},\"error_messages\":{", messages, "}}\n");
+  // One JSON object; bench/feed_table.py prints the table.
+  std::fputs(json.c_str(), stdout);
+  return all.requests > 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace exposure_filter::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "exposure-filter-feed-bench: the feed loop (check, show, record "
+      "through a shared batching writer) against the server or the Redis "
+      "block list.\nUsage: exposure-filter-feed-bench --system=session "
+      "--target=host:port [--session_requests=10] ...");
+  absl::ParseCommandLine(argc, argv);
+  // As the server does (src/server/main.cc): Debian's Abseil keeps the
+  // mutex deadlock graph on, which a recall server would not run with; it
+  // showed in the client's profile on every Check's lock.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return exposure_filter::bench::Main();
+}
