@@ -17,6 +17,11 @@
 // A try is told whether it goes to the last owner of the list (a failover or
 // a hedge alike): no owner is left after it, so the routing client lets
 // that one answer from a lagging copy (allow_lagging) rather than fail.
+// With `last_resort_pass` (lag-gated reads), when every owner has failed and
+// time is left, each earlier owner that answered UNAVAILABLE is tried once
+// more as a last owner, in order: the last owner in placement order may be
+// the one that is down while an earlier one only lagged, and that one's
+// least-stale answer beats a failed read.
 // The caller's thread waits on a mutex; the tries complete on gRPC's threads.
 // Every try is finished (cancelled if need be) before Run returns, since the
 // callbacks write into this frame.
@@ -50,6 +55,8 @@ struct FailoverPolicy {
   absl::Duration deadline;         // the whole call, every try included
   absl::Duration per_try_timeout;  // <= 0: a try may use the whole deadline
   absl::Duration hedge_delay;      // <= 0: no hedging
+  // Retry owners that answered UNAVAILABLE as last owners once all failed.
+  bool last_resort_pass = false;
 };
 
 // What a call reports to the client's counters.
@@ -81,6 +88,7 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
                                          int32_t* answered_by = nullptr) {
   struct Try {
     int32_t replica = -1;
+    bool last_owner = false;     // told it was the last owner
     bool call_deadline = false;  // its deadline is the call's, not a per-try
     grpc::ClientContext context;
     Response response;
@@ -99,10 +107,15 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
   int outstanding = 0;
   absl::Time hedge_at = absl::InfiniteFuture();
 
-  auto launch = [&]() {
+  // The owners the last-resort pass still has to try, once planned.
+  std::deque<int32_t> last_resort;
+  bool last_resort_planned = false;
+
+  auto launch_replica = [&](int32_t replica, bool last_owner) {
     const size_t index = tries.size();
     Try& t = *tries.emplace_back(std::make_unique<Try>());
-    t.replica = owners[next++];
+    t.replica = replica;
+    t.last_owner = last_owner;
     absl::Time try_deadline = deadline;
     if (policy.per_try_timeout > absl::ZeroDuration()) {
       try_deadline = std::min(deadline, absl::Now() + policy.per_try_timeout);
@@ -111,8 +124,6 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
     t.context.set_deadline(absl::ToChronoTime(try_deadline));
     ++outstanding;
     if (hedging) hedge_at = absl::Now() + policy.hedge_delay;
-    // One owner (R = 1) is no "last try": such servers gate no reads.
-    const bool last_owner = owners.size() > 1 && next == owners.size();
     start(t.replica, last_owner, &t.context, &t.response,
           [&shared, &t, index](grpc::Status s) {
             absl::MutexLock lock(&shared.mu);
@@ -120,6 +131,11 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
             shared.finished.push_back(index);
             ++shared.done;
           });
+  };
+  auto launch = [&]() {
+    const int32_t replica = owners[next++];
+    // One owner (R = 1) is no "last try": such servers gate no reads.
+    launch_replica(replica, owners.size() > 1 && next == owners.size());
   };
 
   std::vector<std::string> failures;  // "replica r: CODE: message"
@@ -205,6 +221,26 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
       continue;
     }
     if (outstanding > 0) continue;  // a hedged try may still answer
+    if (policy.last_resort_pass && !last_resort_planned && in_time &&
+        owners.size() > 1) {
+      last_resort_planned = true;
+      for (const auto& tried : tries) {
+        if (tried->last_owner ||
+            tried->status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+            std::find(last_resort.begin(), last_resort.end(), tried->replica) !=
+                last_resort.end()) {
+          continue;
+        }
+        last_resort.push_back(tried->replica);
+      }
+    }
+    if (!last_resort.empty() && in_time) {
+      const int32_t replica = last_resort.front();
+      last_resort.pop_front();
+      launch_replica(replica, /*last_owner=*/true);
+      events.failover();
+      continue;
+    }
     std::vector<std::string> untried;
     for (size_t i = next; i < owners.size(); ++i) {
       untried.push_back(absl::StrCat(owners[i]));
@@ -223,9 +259,11 @@ absl::StatusOr<Response> RunWithFailover(std::vector<int32_t> owners,
           absl::StrCat("deadline of ", absl::FormatDuration(policy.deadline),
                        " reached; every owner was tried: ", tried));
     } else {
+      // A last-resort retry of an owner shows in `tried` as its second
+      // failure; the count is of owners.
       result = absl::UnavailableError(
-          absl::StrCat("every owner failed (", tries.size(), " of ",
-                       owners.size(), " tried): ", tried));
+          absl::StrCat("every owner failed (", std::min(next, owners.size()),
+                       " of ", owners.size(), " tried): ", tried));
     }
     break;
   }

@@ -248,6 +248,7 @@ absl::StatusOr<Response> RoutingClient::Failover(absl::string_view user_id,
   policy.deadline = clients_[0]->options().deadline;
   policy.per_try_timeout = failover_.per_try_timeout;
   policy.hedge_delay = hedge ? failover_.hedge_delay : absl::ZeroDuration();
+  policy.last_resort_pass = kLagGatedRead<Request>;
   internal::FailoverEvents events;
   events.replica_error = [this](int32_t r) { ++replica_errors_[r]; };
   events.failover = [this] { ++failovers_; };

@@ -233,7 +233,45 @@ TEST_F(RoutingFailoverTest, BothOwnersDownIsUnavailableNamingThem) {
   EXPECT_THAT(m, HasSubstr("replica 0: UNAVAILABLE: scripted"));
   EXPECT_THAT(m, HasSubstr("replica 1: UNAVAILABLE: scripted"));
   EXPECT_EQ(fakes_[2]->calls, 0);  // not an owner
-  EXPECT_THAT(router->stats().replica_errors, ElementsAre(1, 1, 0));
+  // Owner 0 was tried once more as a last owner (it might only have been
+  // lagging) and failed again.
+  EXPECT_EQ(fakes_[0]->calls, 2);
+  EXPECT_EQ(fakes_[1]->calls, 1);
+  EXPECT_THAT(router->stats().replica_errors, ElementsAre(2, 1, 0));
+}
+
+// The last owner in placement order is down and the earlier one lags: the
+// earlier one is asked again with allow_lagging, and its least-stale answer
+// is the read's.
+TEST_F(RoutingFailoverTest, ALaggingOwnerAnswersWhenTheLastOwnerIsDown) {
+  fakes_[0]->lagging = true;
+  FailAlways(1, grpc::StatusCode::UNAVAILABLE);
+  auto router = Router(Options(2));
+  auto r = router->FilterRecalled(Recall());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->kept_ids(), ElementsAre(7));
+  EXPECT_TRUE(r->staleness().lagging());
+  EXPECT_EQ(fakes_[0]->calls, 2);
+  EXPECT_EQ(fakes_[0]->allow_lagging_calls, 1);
+  EXPECT_EQ(fakes_[1]->calls, 1);
+  const RoutingStats st = router->stats();
+  EXPECT_EQ(st.lagging_answers, 1u);
+  EXPECT_EQ(st.failovers, 2u);
+}
+
+// Writes are not lag-gated: no second pass re-sends them.
+TEST_F(RoutingFailoverTest, AWriteIsNotRetriedAsALastResort) {
+  FailAlways(0, grpc::StatusCode::UNAVAILABLE);
+  FailAlways(1, grpc::StatusCode::UNAVAILABLE);
+  auto router = Router(Options(2));
+  exposure::v1::RecordExposureRequest req;
+  req.set_surface("homefeed");
+  req.add_exposures()->set_user_id(user_);
+  req.mutable_exposures(0)->add_item_ids(7);
+  EXPECT_EQ(router->RecordExposure(req).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fakes_[0]->calls, 1);
+  EXPECT_EQ(fakes_[1]->calls, 1);
 }
 
 TEST_F(RoutingFailoverTest, TheDeadlineIsNotExtendedByFailover) {
