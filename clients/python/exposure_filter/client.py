@@ -314,12 +314,24 @@ class RoutingClient:
         finished = queue.Queue()
         tries = []  # (replica, future), in start order
         state = {"next": 0, "outstanding": 0, "hedge_at": None,
-                 "last_try": None}
+                 "last_try": None, "last_resort": None}
         lag_gated = rpc in _LAG_GATED_READS
+        # Replicas whose try went out as the last owner's (allow_lagging),
+        # and those that answered UNAVAILABLE without it: once every owner
+        # failed, a lag-gated read asks the latter again with the flag (the
+        # last owner in placement order may be down while one of them only
+        # lagged).
+        asked_as_last = set()
+        refused = []
 
-        def launch():
-            replica = owners[state["next"]]
-            state["next"] += 1
+        def launch(last_resort_replica=None):
+            if last_resort_replica is None:
+                replica = owners[state["next"]]
+                state["next"] += 1
+                last_owner = len(owners) > 1 and state["next"] == len(owners)
+            else:
+                replica = last_resort_replica
+                last_owner = True
             now = time.monotonic()
             budget = deadline - now
             if self.per_try_timeout_s is not None:
@@ -328,9 +340,9 @@ class RoutingClient:
             # The last of two or more owners: nobody is left after it, so a
             # lagging copy's answer (saying how stale it is) beats a failed
             # read. One owner (R = 1): such servers gate no reads.
-            if (lag_gated and len(owners) > 1
-                    and state["next"] == len(owners)
-                    and not request.allow_lagging):
+            if last_owner:
+                asked_as_last.add(replica)
+            if lag_gated and last_owner and not request.allow_lagging:
                 if state["last_try"] is None:
                     last_try = type(request)()
                     last_try.CopyFrom(request)
@@ -384,6 +396,9 @@ class RoutingClient:
             with self._lock:
                 self._replica_errors[replica] += 1
             code = error.code()
+            if (code == grpc.StatusCode.UNAVAILABLE and replica not in refused
+                    and replica not in asked_as_last):
+                refused.append(replica)
             failures.append("replica %d: %s: %s"
                             % (replica, code.name, error.details()))
             in_time = time.monotonic() < deadline
@@ -415,6 +430,15 @@ class RoutingClient:
                 continue
             if state["outstanding"]:
                 continue  # a hedged try may still answer
+            if lag_gated and len(owners) > 1 and in_time:
+                if state["last_resort"] is None:
+                    state["last_resort"] = [
+                        r for r in refused if r not in asked_as_last]
+                if state["last_resort"]:
+                    launch(state["last_resort"].pop(0))
+                    with self._lock:
+                        self._failovers += 1
+                    continue
             untried = owners[state["next"]:]
             if len(tries) == 1 and not untried:
                 raise error  # one owner (R = 1): its error as it came
@@ -432,7 +456,8 @@ class RoutingClient:
             raise OwnersFailed(
                 grpc.StatusCode.UNAVAILABLE,
                 "every owner failed (%d of %d tried): %s"
-                % (len(tries), len(owners), "; ".join(failures)), failures)
+                % (min(state["next"], len(owners)), len(owners),
+                   "; ".join(failures)), failures)
 
     def _routed(self, rpc, request, hedge=True, min_offsets=None):
         if min_offsets:

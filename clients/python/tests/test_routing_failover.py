@@ -246,6 +246,30 @@ class RoutingFailoverTest(unittest.TestCase):
         self.assertIn("replica 0: UNAVAILABLE: scripted", message)
         self.assertIn("replica 1: UNAVAILABLE: scripted", message)
         self.assertEqual(self.replicas[2].calls, 0)
+        # Owner 0 was asked once more as a last owner (it might only have
+        # been lagging) and failed again.
+        self.assertEqual(self.calls(), [2, 1, 0])
+
+    def test_a_lagging_owner_answers_when_the_last_owner_is_down(self):
+        self.replicas[0].mode = "lagging"
+        self.replicas[1].mode = "unavailable"
+        router = self.router()
+        response = router.filter_recalled(self.recall())
+        self.assertEqual(list(response.kept_ids), [7])
+        self.assertTrue(response.staleness.lagging)
+        self.assertEqual(self.replicas[0].allow_lagging, [False, True])
+        self.assertEqual(self.calls(), [2, 1, 0])
+        self.assertEqual(router.stats()["lagging_answers"], 1)
+        self.assertEqual(router.stats()["failovers"], 2)
+
+    def test_a_write_is_not_retried_as_a_last_resort(self):
+        self.replicas[0].mode = self.replicas[1].mode = "unavailable"
+        router = self.router()
+        req = pb.RecordExposureRequest(surface="homefeed")
+        req.exposures.add(user_id=self.user, item_ids=[7])
+        outcomes = router.record_exposure(req)
+        self.assertEqual(self.calls(), [1, 1, 0])
+        self.assertEqual(len(outcomes), 1)
 
     def test_the_deadline_is_not_extended_by_failover(self):
         # No per-try timeout: owner 0 takes the whole deadline; owner 1 must
