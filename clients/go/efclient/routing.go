@@ -261,8 +261,12 @@ func (c *RoutingClient) Stats() RoutingStats {
 // or more owners (reads then set allow_lagging).
 type tryFunc func(ctx context.Context, replica int, lastOwner bool, opts ...grpc.CallOption) (proto.Message, error)
 
-// failover runs one call over owners inside one deadline.
-func (c *RoutingClient) failover(ctx context.Context, userID string, owners []int, try tryFunc) (proto.Message, int, error) {
+// failover runs one call over owners inside one deadline. With lagGated
+// (reads a lagging copy may answer with allow_lagging), once every owner
+// has failed and time is left, each earlier owner that answered
+// UNAVAILABLE is tried once more as a last owner: the last owner in
+// placement order may be down while an earlier one only lagged.
+func (c *RoutingClient) failover(ctx context.Context, userID string, owners []int, lagGated bool, try tryFunc) (proto.Message, int, error) {
 	callCtx, cancel := ctx, context.CancelFunc(func() {})
 	if _, ok := ctx.Deadline(); !ok {
 		callCtx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -271,18 +275,24 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 	var failures []string
 	var lastErr error
 	tried := 0
+	var refused []int // answered UNAVAILABLE to a try that was not a last owner's
+	once := func(replica int, lastOwner bool) (proto.Message, metadata.MD, error) {
+		tryCtx, tryCancel := callCtx, context.CancelFunc(func() {})
+		if c.perTry > 0 {
+			tryCtx, tryCancel = context.WithTimeout(callCtx, c.perTry)
+		}
+		defer tryCancel()
+		var trailer metadata.MD
+		resp, err := try(tryCtx, replica, lastOwner, grpc.Trailer(&trailer))
+		return resp, trailer, err
+	}
 	for next := 0; next < len(owners); next++ {
 		if next > 0 && callCtx.Err() != nil {
 			break // no owner is started once the deadline has passed
 		}
 		replica := owners[next]
-		tryCtx, tryCancel := callCtx, context.CancelFunc(func() {})
-		if c.perTry > 0 {
-			tryCtx, tryCancel = context.WithTimeout(callCtx, c.perTry)
-		}
-		var trailer metadata.MD
-		resp, err := try(tryCtx, replica, len(owners) > 1 && next == len(owners)-1, grpc.Trailer(&trailer))
-		tryCancel()
+		lastOwner := len(owners) > 1 && next == len(owners)-1
+		resp, trailer, err := once(replica, lastOwner)
 		tried++
 		if err == nil {
 			return resp, replica, nil
@@ -295,6 +305,9 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 		c.replicaErrors[replica].Add(1)
 		code := status.Code(err)
 		failures = append(failures, fmt.Sprintf("replica %d: %s: %s", replica, codeName(code), status.Convert(err).Message()))
+		if code == codes.Unavailable && !lastOwner {
+			refused = append(refused, replica)
+		}
 		goOn := code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled
 		if !goOn && code == codes.FailedPrecondition {
 			// Owner i is (p + i) % N whatever R: a new list extends or
@@ -309,6 +322,24 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 		}
 		if next+1 < len(owners) && callCtx.Err() == nil {
 			c.failovers.Add(1)
+		}
+	}
+	if lagGated && len(owners) > 1 && tried >= len(owners) {
+		for _, replica := range refused {
+			if callCtx.Err() != nil {
+				break
+			}
+			c.failovers.Add(1)
+			resp, _, err := once(replica, true)
+			if err == nil {
+				return resp, replica, nil
+			}
+			lastErr = err
+			if ctx.Err() != nil {
+				return nil, replica, err
+			}
+			c.replicaErrors[replica].Add(1)
+			failures = append(failures, fmt.Sprintf("replica %d: %s: %s", replica, codeName(status.Code(err)), status.Convert(err).Message()))
 		}
 	}
 	untried := owners[tried:]
@@ -403,7 +434,7 @@ func routedRead[Req interface {
 	}
 	var last Req
 	haveLast := false
-	resp, _, err := c.failover(ctx, user, c.OwnersForUser(user),
+	resp, _, err := c.failover(ctx, user, c.OwnersForUser(user), true,
 		func(ctx context.Context, replica int, lastOwner bool, opts ...grpc.CallOption) (proto.Message, error) {
 			r := sent
 			if lastOwner {
@@ -477,7 +508,7 @@ func (c *RoutingClient) Explain(ctx context.Context, req *pb.ExplainRequest) (*p
 // DeleteUser is a write (deleting twice deletes once): it fails over like
 // a read.
 func (c *RoutingClient) DeleteUser(ctx context.Context, req *pb.DeleteUserRequest) (*pb.DeleteUserResponse, error) {
-	resp, _, err := c.failover(ctx, req.GetUserId(), c.OwnersForUser(req.GetUserId()),
+	resp, _, err := c.failover(ctx, req.GetUserId(), c.OwnersForUser(req.GetUserId()), false,
 		func(ctx context.Context, replica int, _ bool, opts ...grpc.CallOption) (proto.Message, error) {
 			return c.replicas[replica].DeleteUser(ctx, req, opts...)
 		})
@@ -562,7 +593,7 @@ func (c *RoutingClient) RecordExposure(ctx context.Context, req *pb.RecordExposu
 		}
 		// Users sharing owner 0 = r share every owner: (r + i) mod N.
 		owners := partitioning.OwnersOfPartition(r, n, c.ReplicationFactor())
-		resp, by, err := c.failover(ctx, req.Exposures[w.Exposures[0]].GetUserId(), owners,
+		resp, by, err := c.failover(ctx, req.Exposures[w.Exposures[0]].GetUserId(), owners, false,
 			func(ctx context.Context, replica int, _ bool, opts ...grpc.CallOption) (proto.Message, error) {
 				return c.replicas[replica].RecordExposure(ctx, part, opts...)
 			})

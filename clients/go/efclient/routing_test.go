@@ -198,13 +198,52 @@ func TestEveryOwnerFailedNamesEachTry(t *testing.T) {
 	rc, _ := NewRoutingClient(conns, RoutingOptions{Partitions: 12, ReplicationFactor: 2})
 	fakes[0].answer, fakes[1].answer = unavailable, unavailable
 	_, err := rc.FilterRecalled(context.Background(), &pb.FilterRecalledRequest{Surface: "s", UserId: userOwnedBy(0)})
-	want := "UNAVAILABLE: every owner failed (2 of 2 tried): replica 0: UNAVAILABLE: scripted; replica 1: UNAVAILABLE: scripted"
+	// Owner 0 is asked once more as a last owner (it might only have been
+	// lagging) and fails again.
+	want := "UNAVAILABLE: every owner failed (2 of 2 tried): replica 0: UNAVAILABLE: scripted; replica 1: UNAVAILABLE: scripted; replica 0: UNAVAILABLE: scripted"
 	if err == nil || err.Error() != want || status.Code(err) != codes.Unavailable {
 		t.Fatalf("got %v (code %v), want %s", err, status.Code(err), want)
 	}
 	var of *OwnersFailedError
-	if !errors.As(err, &of) || len(of.Failures) != 2 {
-		t.Errorf("not an OwnersFailedError with 2 failures: %#v", err)
+	if !errors.As(err, &of) || len(of.Failures) != 3 {
+		t.Errorf("not an OwnersFailedError with 3 failures: %#v", err)
+	}
+}
+
+// The last owner in placement order is down and the earlier one lags: the
+// earlier one is asked again with allow_lagging and its answer is the read's.
+func TestALaggingOwnerAnswersWhenTheLastOwnerIsDown(t *testing.T) {
+	fakes, conns := cluster(t, 3)
+	rc, _ := NewRoutingClient(conns, RoutingOptions{Partitions: 12, ReplicationFactor: 2})
+	fakes[0].answer = func(_ string, m proto.Message) (proto.Message, error) {
+		if !m.(*pb.FilterRecalledRequest).GetAllowLagging() {
+			return nil, status.Error(codes.Unavailable, "this copy is lagging 1.3s behind")
+		}
+		return &pb.FilterRecalledResponse{KeptIds: []uint64{7},
+			Staleness: &pb.ReadStaleness{LagMs: 1300, Lagging: true}}, nil
+	}
+	fakes[1].answer = unavailable
+	resp, err := rc.FilterRecalled(context.Background(), &pb.FilterRecalledRequest{Surface: "s", UserId: userOwnedBy(0), CandidateIds: []uint64{7}})
+	if err != nil || !resp.GetStaleness().GetLagging() {
+		t.Fatalf("%v %v", resp, err)
+	}
+	if st := rc.Stats(); st.LaggingAnswers != 1 || st.Failovers != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// Writes get no last-resort pass.
+func TestAWriteIsNotRetriedAsALastResort(t *testing.T) {
+	fakes, conns := cluster(t, 3)
+	rc, _ := NewRoutingClient(conns, RoutingOptions{Partitions: 12, ReplicationFactor: 2})
+	fakes[0].answer, fakes[1].answer = unavailable, unavailable
+	res := rc.RecordExposure(context.Background(), &pb.RecordExposureRequest{Surface: "s",
+		Exposures: []*pb.Exposure{{UserId: userOwnedBy(0), ItemIds: []uint64{7}}}})
+	if res.Err() == nil {
+		t.Fatal("a write to two owners that are down succeeded")
+	}
+	if n0, n1 := len(fakes[0].requests()), len(fakes[1].requests()); n0 != n1 {
+		t.Errorf("owner 0 saw %d requests, owner 1 %d: a write was retried as a last resort", n0, n1)
 	}
 }
 

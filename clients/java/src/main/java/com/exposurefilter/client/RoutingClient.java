@@ -509,6 +509,12 @@ public final class RoutingClient implements AutoCloseable {
     private final List<String> failures = new ArrayList<>();
     private int next;  // guarded by: one try runs at a time (no hedging)
     private Q lastTry;
+    // Replicas that answered UNAVAILABLE to a try that was not a last
+    // owner's: once every owner failed, a read asks them again with
+    // allow_lagging (the last owner in placement order may be down while
+    // one of them only lagged). Null until that pass is planned.
+    private final List<Integer> refused = new ArrayList<>();
+    private java.util.ArrayDeque<Integer> lastResort;
 
     Call(Rpc<Q, A> rpc, Q request, String user, int[] owners) {
       this.rpc = rpc;
@@ -524,11 +530,15 @@ public final class RoutingClient implements AutoCloseable {
 
     private void launch() {
       int replica = owners[next++];
+      launch(replica, owners.length > 1 && next == owners.length);
+    }
+
+    private void launch(int replica, boolean lastOwner) {
       long budget = Math.min(deadlineAt - System.nanoTime(), perTryNanos);
       Q sent = request;
       // The last of two or more owners: nobody is left after it, so a lagging
       // copy's answer (which says how stale it is) beats a failed read.
-      if (rpc.read && owners.length > 1 && next == owners.length) {
+      if (rpc.read && lastOwner) {
         if (lastTry == null) {
           lastTry = rpc.allowLagging.apply(request);
         }
@@ -547,7 +557,7 @@ public final class RoutingClient implements AutoCloseable {
 
             @Override
             public void onError(Throwable t) {
-              failed(replica, t instanceof StatusRuntimeException sre ? sre
+              failed(replica, lastOwner, t instanceof StatusRuntimeException sre ? sre
                   : Status.fromThrowable(t).asRuntimeException(Status.trailersFromThrowable(t)));
             }
 
@@ -561,10 +571,13 @@ public final class RoutingClient implements AutoCloseable {
           });
     }
 
-    private void failed(int replica, StatusRuntimeException e) {
+    private void failed(int replica, boolean lastOwner, StatusRuntimeException e) {
       replicaErrors.incrementAndGet(replica);
       Status.Code code = e.getStatus().getCode();
       failures.add("replica " + replica + ": " + code + ": " + e.getStatus().getDescription());
+      if (code == Status.Code.UNAVAILABLE && !lastOwner && !refused.contains(replica)) {
+        refused.add(replica);
+      }
       boolean inTime = System.nanoTime() < deadlineAt;
       // DEADLINE_EXCEEDED is a per-try timeout while the call has time left,
       // else the call's own (then no owner is started any more). CANCELLED:
@@ -590,6 +603,16 @@ public final class RoutingClient implements AutoCloseable {
         launch();
         return;
       }
+      if (rpc.read && owners.length > 1 && next >= owners.length && inTime) {
+        if (lastResort == null) {
+          lastResort = new java.util.ArrayDeque<>(refused);
+        }
+        if (!lastResort.isEmpty()) {
+          failovers.incrementAndGet();
+          launch(lastResort.poll(), true);
+          return;
+        }
+      }
       int[] untried = Arrays.copyOfRange(owners, next, owners.length);
       if (failures.size() == 1 && untried.length == 0) {
         result.completeExceptionally(e);  // one owner (R = 1): its error as it came
@@ -607,7 +630,7 @@ public final class RoutingClient implements AutoCloseable {
             + "ms reached; every owner was tried: " + tries).asRuntimeException());
       } else {
         result.completeExceptionally(Status.UNAVAILABLE.withDescription("every owner failed ("
-            + failures.size() + " of " + owners.length + " tried): " + tries)
+            + Math.min(next, owners.length) + " of " + owners.length + " tried): " + tries)
             .asRuntimeException());
       }
     }

@@ -107,8 +107,40 @@ class RoutingClientTest {
       StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
           () -> router.filterRecalled(read(userOwnedBy(0))));
       assertEquals(Status.Code.UNAVAILABLE, e.getStatus().getCode());
+      // Owner 0 is asked once more as a last owner (it might only have
+      // been lagging) and fails again.
       assertEquals("every owner failed (2 of 2 tried): replica 0: UNAVAILABLE: scripted; "
-          + "replica 1: UNAVAILABLE: scripted", e.getStatus().getDescription());
+          + "replica 1: UNAVAILABLE: scripted; replica 0: UNAVAILABLE: scripted",
+          e.getStatus().getDescription());
+    }
+  }
+
+  /** The last owner is down and the earlier one lags: asked again with allow_lagging. */
+  @Test
+  void aLaggingOwnerAnswersWhenTheLastOwnerIsDown() {
+    try (RoutingClient router = replicas.router(P).replicationFactor(2).maxAttempts(1).build()) {
+      replicas.scripts.get(0).lagging = true;
+      replicas.scripts.get(1).status = Status.UNAVAILABLE.withDescription("scripted");
+      FilterRecalledResponse r = router.filterRecalled(read(userOwnedBy(0)));
+      assertTrue(r.getStaleness().getLagging());
+      assertEquals(2, replicas.received.get(0).size());
+      assertTrue(((FilterRecalledRequest) replicas.received.get(0).get(1)).getAllowLagging());
+      assertEquals(1, router.stats().laggingAnswers());
+      assertEquals(2, router.stats().failovers());
+    }
+  }
+
+  /** Writes get no last-resort pass. */
+  @Test
+  void aWriteIsNotRetriedAsALastResort() {
+    try (RoutingClient router = replicas.router(P).replicationFactor(2).maxAttempts(1).build()) {
+      replicas.scripts.get(0).status = Status.UNAVAILABLE.withDescription("scripted");
+      replicas.scripts.get(1).status = Status.UNAVAILABLE.withDescription("scripted");
+      RecordExposureRequest w = RecordExposureRequest.newBuilder().setSurface("homefeed")
+          .addExposures(Exposure.newBuilder().setUserId(userOwnedBy(0)).addItemIds(7)).build();
+      router.recordExposure(w);
+      assertEquals(1, replicas.received.get(0).size());
+      assertEquals(1, replicas.received.get(1).size());
     }
   }
 

@@ -6,6 +6,7 @@ import com.exposurefilter.v1.FilterRecalledResponse;
 import com.exposurefilter.v1.GetFilterRequest;
 import com.exposurefilter.v1.GetFilterResponse;
 import com.exposurefilter.v1.RecordExposureRequest;
+import com.exposurefilter.v1.ReadStaleness;
 import com.exposurefilter.v1.RecordExposureResponse;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
@@ -31,6 +32,9 @@ final class ScriptedReplicas implements AutoCloseable {
     volatile Status status = Status.OK;
     volatile Metadata trailers;
     volatile boolean hang;
+    // A copy past --max_serving_lag: FilterRecalled UNAVAILABLE unless the
+    // request allows lagging, then an answer saying it lagged.
+    volatile boolean lagging;
     volatile Function<GetFilterRequest, GetFilterResponse> getFilter =
         q -> GetFilterResponse.getDefaultInstance();
   }
@@ -88,6 +92,18 @@ final class ScriptedReplicas implements AutoCloseable {
 
     @Override
     public void filterRecalled(FilterRecalledRequest q, StreamObserver<FilterRecalledResponse> o) {
+      if (script.lagging) {
+        got.add(q);
+        if (!q.getAllowLagging()) {
+          o.onError(Status.UNAVAILABLE.withDescription("this copy is lagging 1.3s behind")
+              .asRuntimeException());
+          return;
+        }
+        o.onNext(FilterRecalledResponse.newBuilder().addAllKeptIds(q.getCandidateIdsList())
+            .setStaleness(ReadStaleness.newBuilder().setLagMs(1300).setLagging(true)).build());
+        o.onCompleted();
+        return;
+      }
       if (!fail(q, o)) {
         o.onNext(FilterRecalledResponse.newBuilder().addAllKeptIds(q.getCandidateIdsList())
             .build());
