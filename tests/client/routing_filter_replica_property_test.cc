@@ -495,6 +495,16 @@ TEST_P(RoutingReplicaPropertyTest, NoMissBeyondTheBoundAcrossFailovers) {
       std::vector<int> all;
       for (int v = 0; v < kUsers; ++v) all.push_back(v);
       for (int b = 0; b < 8; ++b) Write(all, rng);
+      // Right behind it, before the resync's snapshots may have arrived:
+      // the writes seen applied, a ping answered, then checks that must
+      // hold them (a copy still trusted after the resync notice misses).
+      for (int v = 0; v < kUsers; ++v) {
+        for (int32_t o : Owners(v)) ProbeApplied(v, o);
+      }
+      SyncReplicas();
+      for (int c = 0; c < 3; ++c) {
+        CheckUser(static_cast<int>(rng() % kUsers), rng, &t);
+      }
     } else if (dice < 62) {
       CheckUser(u, rng, &t);
     } else if (dice < 68) {
