@@ -9,12 +9,13 @@
 // points. After every check, against the ground truth and FilterRecalled
 // on the owner that answered, at the same instant:
 //
-//  - no false negative beyond the bound: an item the answering owner was
-//    seen to have applied (a read with the write's offset as min_offsets
-//    succeeded there) before the check started minus max_staleness, or
-//    before that owner's replica last synced, is removed (a mode-A answer:
-//    applied before the check started). Each copy is held only to what its
-//    own server applied: the log reaches the two owners at their own pace;
+//  - no false negative beyond the bound: an item recorded inside the
+//    retention window that the answering owner was seen to have applied (a
+//    read with the write's offset as min_offsets succeeded there) before
+//    the check started minus max_staleness, or before that owner's replica
+//    last synced, is removed (a mode-A answer: applied before the check
+//    started). Each copy is held only to what its own server applied: the
+//    log reaches the two owners at their own pace;
 //  - no extra removal: what the replica removes was recorded in a slice
 //    still live, or the owner removes it too (aging, never ahead of the
 //    servers' clock; no item a moved copy claims that its new owner does
@@ -24,8 +25,10 @@
 //    snapshot, counted and bounded by the surface's delta;
 //  - after each seed, with every server up and every write applied
 //    everywhere, each user converges: local on its owner 0, every written
-//    item removed, and from a fresh snapshot FilterRecalled's answer on
-//    every candidate, on both owners.
+//    item removed, and from a fresh snapshot owner 0's FilterRecalled
+//    answer on every candidate; the other owner's too, except on
+//    candidates with no live record (false positives of its own bytes) or
+//    recorded only in the window's tail (see Enforced), counted.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -76,7 +79,6 @@ constexpr auto kStaleness = std::chrono::milliseconds(300);
 struct Recorded {
   int64_t offset;
   int64_t event_ms;
-  std::chrono::steady_clock::time_point acked;
 };
 
 // A read with min_offsets[user's partition] = offset was served by the
@@ -95,13 +97,13 @@ struct Tally {
   uint64_t server_only_fp = 0;    // never recorded, removed by the owner
   uint64_t fresh_candidates = 0;  // never-recorded candidates checked
   uint64_t within_bound = 0;      // recorded, not yet known applied in time
-  uint64_t failed_writes = 0;
+  uint64_t failed_writes = 0;     // user exposures whose owner's share failed
   // Candidates on which the other owner of a converged user disagrees with
   // the one its copy came from: recorded only in the window's tail (see
   // Enforced), or with no live record (a false positive of one filter's
   // bytes).
   uint64_t tail_divergences = 0;
-  uint64_t fp_divergences = 0;  // owner shares, told to the caller
+  uint64_t fp_divergences = 0;
   uint64_t stops = 0;
   uint64_t restarts = 0;
   uint64_t cuts = 0;
@@ -188,18 +190,18 @@ class RoutingReplicaPropertyTest
       }
     }
     const RoutedRecordResult result = router_->RecordExposure(req);
-    const SteadyClock::time_point acked = SteadyClock::now();
     for (const OwnerWrite& w : result.owners) {
+      // Told, never lost silently: only an owner share that could not be
+      // delivered (the other owner answers while one is down).
+      EXPECT_TRUE(w.status.ok() || absl::IsUnavailable(w.status) ||
+                  absl::IsDeadlineExceeded(w.status))
+          << w.status;
       for (int index : w.exposures) {
         const v1::Exposure& e = req.exposures(index);
         const int u = UserIndex(e.user_id());
         // A failed write may still have reached the log: its items may be
         // removed, never required.
-        Recorded rec{-1, e.event_time_ms() != 0 ? e.event_time_ms() : now,
-                     acked};
-        EXPECT_TRUE(w.status.ok() || absl::IsUnavailable(w.status) ||
-                    absl::IsDeadlineExceeded(w.status))
-            << w.status;
+        Recorded rec{-1, e.event_time_ms() != 0 ? e.event_time_ms() : now};
         t_->failed_writes += !w.status.ok();
         if (w.status.ok()) {
           const auto& offsets = w.response.written_offsets();
@@ -388,7 +390,8 @@ class RoutingReplicaPropertyTest
 
   // The end of a seed: every server up, every write applied everywhere;
   // each user local on owner 0 with every written item removed, then from
-  // a fresh snapshot bit for bit FilterRecalled's answer on both owners.
+  // a fresh snapshot bit for bit owner 0's FilterRecalled answer, and the
+  // other owner's where it holds the same records.
   void Converge(Tally* t) {
     if (down_ >= 0) Restart(t);
     for (int32_t r = 0; r < kReplicas; ++r) {
@@ -456,16 +459,17 @@ class RoutingReplicaPropertyTest
   std::vector<ServerConfig> configs_;
   std::unique_ptr<RoutingClient> router_;
   std::unique_ptr<RoutingFilterReplica> replica_;
-  int32_t down_ = -1;
-  Tally* t_ = nullptr;  // the running seed's  // the stopped server, if any
-                        // (one at a time: R = 2)
+  int32_t down_ = -1;   // the stopped server, if any (one at a time: R = 2)
+  Tally* t_ = nullptr;  // the running seed's
 
   std::map<std::pair<int, uint64_t>, std::vector<Recorded>> records_;
   std::map<std::pair<int, int32_t>, std::vector<Confirmation>> applied_;
-  int64_t last_offset_[kUsers] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-  SteadyClock::time_point synced_at_[kReplicas] = {
-      SteadyClock::time_point::min(), SteadyClock::time_point::min(),
-      SteadyClock::time_point::min()};
+  // By user: the offset of its last acknowledged write, -1 before any.
+  std::vector<int64_t> last_offset_ = std::vector<int64_t>(kUsers, -1);
+  // By replica: when its last Sync() that succeeded started.
+  std::vector<SteadyClock::time_point> synced_at_ =
+      std::vector<SteadyClock::time_point>(kReplicas,
+                                           SteadyClock::time_point::min());
 };
 
 TEST_P(RoutingReplicaPropertyTest, NoMissBeyondTheBoundAcrossFailovers) {
