@@ -164,9 +164,15 @@ class RoutingReplicaPropertyTest
     return router_->OwnersForUser(User(u));
   }
   bool Up(int32_t r) const { return servers_[r] != nullptr; }
+  // Every server up and serving reads, and the client's stream to each
+  // one serving (so its channel is connected, not waiting out a reconnect
+  // backoff from an earlier stop).
   bool AllServing() const {
-    for (const auto& s : servers_) {
-      if (s == nullptr || !s->readiness().serving()) return false;
+    for (int32_t r = 0; r < kReplicas; ++r) {
+      if (!Up(r) || !servers_[r]->readiness().serving() ||
+          !replica_->ReplicaFor(r).Serving()) {
+        return false;
+      }
     }
     return true;
   }
@@ -525,9 +531,10 @@ TEST_P(RoutingReplicaPropertyTest, NoMissBeyondTheBoundAcrossFailovers) {
       // other owner. At most one at a time: with R = 2 every user keeps an
       // owner.
       if (down_ < 0) {
-        // Not while another copy replays after its restart: the users it
-        // shares with this one would have no owner serving (every check an
-        // error, which the router reports, but nothing to test).
+        // Not while another copy replays after its restart, or the client
+        // is not yet reconnected to it: the users it shares with this one
+        // would have no owner to answer (every check an error, which the
+        // router reports, but nothing to test).
         if (AllServing()) Stop(r, &t);
       } else {
         Restart(&t);
