@@ -614,9 +614,9 @@ TEST_P(RoutingReplicaPropertyTest, NoMissBeyondTheBoundAcrossFailovers) {
   Converge(&t);
   std::printf(
       "seed %llu converged: %d users local on owner 0, equal to its "
-      "FilterRecalled; owner 1 disagrees on %llu never-recorded candidates "
-      "(false positives: never recorded, or aged out) and %llu recorded only "
-      "in the window's tail\n",
+      "FilterRecalled; their other owner disagrees on %llu candidates with "
+      "no live record (false positives) and %llu recorded only in the "
+      "window's tail\n",
       static_cast<unsigned long long>(GetParam()), kUsers,
       static_cast<unsigned long long>(t.fp_divergences),
       static_cast<unsigned long long>(t.tail_divergences));
