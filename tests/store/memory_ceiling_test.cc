@@ -104,8 +104,14 @@ TEST_F(MemoryCeilingTest, EvictsTheLeastRecentlyActiveFirst) {
   // holds no idle user at all. The table holds ~81 users throughout, of
   // which >= 40 idle, so that is <= (41/81)^8 = 0.4% per eviction (< 0.05
   // expected over the 30), and a new user (the freshest) goes only when all 8
-  // are new: <= (30/81)^8 = 4e-4. The bounds below fail only if the sampling
-  // stops preferring stale entries.
+  // are new. Samples are not independent, though: new users fill the slots
+  // just freed behind the sampling cursor, so its next pass meets them
+  // together. Over 3,000 hash orders (user names varied) 30 new users were
+  // held in 2,995 and 29 in 5; a CI run once held 28. A sampler that ignored
+  // activity would evict ~5 of the 30 new users and 2-3 of the 10 read ones
+  // (with the victim taken as the first sampled entry, this test failed 29
+  // runs in 30), so the bounds below still fail if the sampling stops
+  // preferring stale entries.
   int read_held = 0, new_held = 0, idle_held = 0;
   for (int u = 0; u < 10; ++u) read_held += Holds(absl::StrCat("old", u), u);
   for (int u = 0; u < 30; ++u) {
@@ -113,7 +119,7 @@ TEST_F(MemoryCeilingTest, EvictsTheLeastRecentlyActiveFirst) {
   }
   for (int u = 10; u < 80; ++u) idle_held += Holds(absl::StrCat("old", u), u);
   EXPECT_GE(read_held, 7);
-  EXPECT_GE(new_held, 29);
+  EXPECT_GE(new_held, 28);
   EXPECT_EQ(read_held + new_held + idle_held, 80);
 }
 
