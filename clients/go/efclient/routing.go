@@ -272,6 +272,18 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 		callCtx, cancel = context.WithTimeout(ctx, c.timeout)
 	}
 	defer cancel()
+	// Past the call's deadline, read from the clock: ctx.Err() turns
+	// non-nil only once the context's timer has run, which on a loaded
+	// machine can be after a try that ran to the same deadline returned
+	// (an in-process server's timer fired first), and the call would then
+	// start the next owner with no time left.
+	expired := func() bool {
+		if callCtx.Err() != nil {
+			return true
+		}
+		d, ok := callCtx.Deadline()
+		return ok && !time.Now().Before(d)
+	}
 	var failures []string
 	var lastErr error
 	tried := 0
@@ -287,7 +299,7 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 		return resp, trailer, err
 	}
 	for next := 0; next < len(owners); next++ {
-		if next > 0 && callCtx.Err() != nil {
+		if next > 0 && expired() {
 			break // no owner is started once the deadline has passed
 		}
 		replica := owners[next]
@@ -320,13 +332,13 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 		if !goOn {
 			return nil, replica, c.diagnose(replica, err, trailer)
 		}
-		if next+1 < len(owners) && callCtx.Err() == nil {
+		if next+1 < len(owners) && !expired() {
 			c.failovers.Add(1)
 		}
 	}
 	if lagGated && len(owners) > 1 && tried >= len(owners) {
 		for _, replica := range refused {
-			if callCtx.Err() != nil {
+			if expired() {
 				break
 			}
 			c.failovers.Add(1)
@@ -355,7 +367,7 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 		return nil, -1, &OwnersFailedError{Code: codes.DeadlineExceeded, Failures: failures, Last: lastErr,
 			Message: fmt.Sprintf("deadline reached before owners %s were tried: %s", strings.Join(u, ", "), joined)}
 	}
-	if callCtx.Err() != nil {
+	if expired() {
 		return nil, -1, &OwnersFailedError{Code: codes.DeadlineExceeded, Failures: failures, Last: lastErr,
 			Message: "deadline reached; every owner was tried: " + joined}
 	}
