@@ -17,7 +17,8 @@
 # Release build dir), OUT ($BUILD/compare), CEILING_PORT, SERVER_PORT,
 # REDIS_PORT, ADMIN_PORT (50161..50164), PARTS ("classic feed": the
 # workloads above, the feed loop), FEED_DURATION (DURATION), FEED_K
-# ("1 10 50"), FEED_THREADS (2), FEED_USERS (1000), FEED_BACKGROUND
+# ("1 10 50"), FEED_THREADS (2), FEED_SESSIONS (16 sessions at once per
+# client thread), FEED_USERS (1000), FEED_BACKGROUND
 # (1000 other users' writes per second), FEED_WIDE_THREADS (8: mode A on
 # the stream and the Redis list again at K = 10 with this many threads;
 # empty skips).
@@ -41,6 +42,7 @@ PARTS=${PARTS:-classic feed}
 FEED_DURATION=${FEED_DURATION:-$DURATION}
 FEED_K=${FEED_K:-1 10 50}
 FEED_THREADS=${FEED_THREADS:-2}
+FEED_SESSIONS=${FEED_SESSIONS:-16}
 FEED_USERS=${FEED_USERS:-1000}
 FEED_BACKGROUND=${FEED_BACKGROUND:-1000}
 FEED_WIDE_THREADS=${FEED_WIDE_THREADS-8}
@@ -111,6 +113,7 @@ feed() {
     --user_prefix="$system-k$k-t$threads-u" --users="$FEED_USERS" \
     --exposures_per_user="$EXPOSURES" --candidates="$CANDIDATES" \
     --session_requests="$k" --threads="$threads" \
+    --sessions_per_thread="$FEED_SESSIONS" \
     --background_users_per_s="$FEED_BACKGROUND" \
     --duration="$FEED_DURATION" --warmup="$WARMUP" >"$OUT/$name.json"
 }

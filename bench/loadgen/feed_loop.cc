@@ -4,8 +4,10 @@
 // exposed earlier, plus every item shown earlier in the session), then
 // --shown of its survivors are shown and handed to ONE shared writer thread
 // that batches many users per call (feed_writer.h); the session's next
-// request waits for that write's acknowledgement. A background generator
-// adds other users' exposures through the same writer at a steady rate.
+// request waits for that write's acknowledgement, and each client thread
+// serves --sessions_per_thread sessions at once meanwhile. A background
+// generator adds other users' exposures through the same writer at a steady
+// rate.
 //
 // Systems (--system):
 //   session       FilterReplica (one per process, shared by the threads)
@@ -94,7 +96,10 @@ ABSL_FLAG(int, shown, 20, "survivors shown and recorded per request");
 ABSL_FLAG(bool, forget_after_session, true,
           "drop the user's local copy when its session ends (a recall "
           "server sees a user's next session much later); false keeps it");
-ABSL_FLAG(int, threads, 2, "client threads, one session at a time each");
+ABSL_FLAG(int, threads, 2, "client threads");
+ABSL_FLAG(int, sessions_per_thread, 16,
+          "sessions each client thread runs at once, serving another while "
+          "one waits for its write (1: the write's latency is the loop's)");
 ABSL_FLAG(double, background_users_per_s, 1000,
           "other users' writes per second through the shared writer");
 ABSL_FLAG(int, background_items, 20, "items per background user write");
@@ -117,7 +122,7 @@ struct Options {
   uint32_t users = 0, exposures = 0;
   size_t candidates = 0;
   double exposed_fraction = 0;
-  int k = 0, shown = 0, threads = 0;
+  int k = 0, shown = 0, threads = 0, sessions_per_thread = 0;
   bool forget = true;
   Clock::duration bound{};
   bool redis() const { return system == "redis" || system == "redis_cached"; }
@@ -159,10 +164,11 @@ void DecodeMask(const std::string& mask, size_t n, uint8_t* keep) {
 class Recall {
  public:
   virtual ~Recall() = default;
-  // keep[i] for ids[i]; *hit when a local copy answered.
+  // keep[i] for ids[i]; *hit when a local copy answered. `first`: the
+  // session's first check of its user.
   virtual absl::Status Check(const std::string& user,
-                             const std::vector<uint64_t>& ids, uint8_t* keep,
-                             bool* hit) = 0;
+                             const std::vector<uint64_t>& ids, bool first,
+                             uint8_t* keep, bool* hit) = 0;
   virtual void EndSession(const std::string& user) { (void)user; }
 };
 
@@ -171,17 +177,15 @@ class SessionRecall : public Recall {
   SessionRecall(const Options& o, FilterReplica* replica, bool forget)
       : o_(o), replica_(replica), forget_(forget) {}
   absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
-                     uint8_t* keep, bool* hit) override {
+                     bool first, uint8_t* keep, bool* hit) override {
     CheckPath path = CheckPath::kStream;
     absl::Status s = replica_->Check(o_.surface, user, ids, {}, keep, &path);
     // A session's first check after Forget subscribes and waits for the
     // snapshot before answering locally: a fetch, as a cache miss is.
-    *hit = path == CheckPath::kLocal && (!forget_ || subscribed_);
-    subscribed_ = true;
+    *hit = path == CheckPath::kLocal && (!forget_ || !first);
     return s;
   }
   void EndSession(const std::string& user) override {
-    subscribed_ = false;
     if (forget_) replica_->Forget(o_.surface, user);
   }
 
@@ -189,7 +193,6 @@ class SessionRecall : public Recall {
   const Options& o_;
   FilterReplica* replica_;
   bool forget_;
-  bool subscribed_ = false;  // this session's user was checked already
 };
 
 class ModeARecall : public Recall {
@@ -197,7 +200,7 @@ class ModeARecall : public Recall {
   explicit ModeARecall(const Options& o)
       : o_(o), stub_(v1::ExposureFilter::NewStub(MakeChannel(o))) {}
   absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
-                     uint8_t* keep, bool* hit) override {
+                     bool /*first*/, uint8_t* keep, bool* hit) override {
     *hit = false;
     req_.Clear();
     req_.set_surface(o_.surface);
@@ -234,7 +237,7 @@ class ModeBRecall : public Recall {
         cache_(&client_, FilterCacheOptions{}),
         forget_(forget) {}
   absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
-                     uint8_t* keep, bool* hit) override {
+                     bool /*first*/, uint8_t* keep, bool* hit) override {
     const uint64_t before = cache_.stats().not_modified;
     absl::StatusOr<std::shared_ptr<const PulledFilter>> f =
         cache_.Get(o_.surface, user);
@@ -270,7 +273,7 @@ class StreamARecall : public Recall {
     stream_->Finish().ok();
   }
   absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
-                     uint8_t* keep, bool* hit) override {
+                     bool /*first*/, uint8_t* keep, bool* hit) override {
     *hit = false;
     req_.Clear();
     req_.set_request_id(++next_id_);
@@ -318,7 +321,7 @@ class RedisRecall : public Recall {
     return client_.Connect(host, port);
   }
   absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
-                     uint8_t* keep, bool* hit) override {
+                     bool /*first*/, uint8_t* keep, bool* hit) override {
     *hit = false;
     return client_.Filter(RedisKey(o_, user), ids, keep, &scratch_);
   }
@@ -339,7 +342,7 @@ class RedisCachedRecall : public Recall {
     return cache_.Connect(host, port);
   }
   absl::Status Check(const std::string& user, const std::vector<uint64_t>& ids,
-                     uint8_t* keep, bool* hit) override {
+                     bool /*first*/, uint8_t* keep, bool* hit) override {
     hashes_.resize(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) hashes_[i] = HashItemId(ids[i]);
     return cache_.Filter(RedisKey(o_, user), hashes_, keep, hit);
@@ -469,13 +472,31 @@ class SessionThread {
         writer_(writer),
         rng_(0xfeed0000u + index) {}
 
+  // Runs --sessions_per_thread sessions at once, in turn: a session whose
+  // write is in flight waits while the thread serves the others, as a
+  // recall server serves many users at once. The writer acknowledges in
+  // submission order, so the session at the front is the next one ready.
   void Run() {
-    const uint32_t per_thread = std::max<uint32_t>(1, o_.users / o_.threads);
-    for (uint64_t j = 0; !phase_->stop.load(); ++j) {
-      const uint32_t u =
-          static_cast<uint32_t>(index_ + o_.threads * (j % per_thread)) %
-          o_.users;
-      RunSession(u);
+    std::deque<std::unique_ptr<Session>> sessions;
+    for (int i = 0; i < o_.sessions_per_thread; ++i) {
+      sessions.push_back(std::make_unique<Session>());
+      StartSession(sessions.back().get());
+    }
+    while (!phase_->stop.load()) {
+      std::unique_ptr<Session> s = std::move(sessions.front());
+      sessions.pop_front();
+      if (s->ticket != nullptr && !FinishWrite(s.get())) {
+        EndSession(s.get());
+      } else if (s->r == o_.k) {
+        EndSession(s.get());
+      } else {
+        Request(s.get());
+      }
+      sessions.push_back(std::move(s));
+    }
+    // Writes still in flight point into the sessions.
+    for (auto& s : sessions) {
+      if (s->ticket != nullptr) s->ticket->done.WaitForNotification();
     }
   }
 
@@ -486,6 +507,16 @@ class SessionThread {
     uint64_t id;
     Clock::time_point acked;
     bool resolved;  // a check already removed it (staleness sampled)
+  };
+  struct Session {
+    std::string user;
+    uint32_t u = 0;
+    int r = 0;  // requests done
+    std::vector<Shown> shown;
+    WriteEntry entry;
+    std::unique_ptr<WriteTicket> ticket;  // the write in flight, if any
+    Clock::time_point submitted;
+    bool measured = false;  // the write was submitted while measuring
   };
 
   void Error(const absl::Status& s) {
@@ -498,81 +529,111 @@ class SessionThread {
     absl::SleepFor(absl::Milliseconds(10));
   }
 
-  void RunSession(uint32_t u) {
-    const std::string user = UserOf(o_, u);
-    shown_.clear();
-    for (int r = 0; r < o_.k && !phase_->stop.load(); ++r) {
-      const bool measuring = phase_->measuring.load();
-      // Candidates: the session's shown items (a recall source that keeps
-      // returning them), then the rest, half exposed before the run.
-      const size_t carried = std::min(shown_.size(), o_.candidates);
-      MakeCandidates(u, o_.exposures, o_.candidates - carried,
-                     o_.exposed_fraction, rng_, &batch_);
-      ids_.resize(o_.candidates);
-      for (size_t i = 0; i < carried; ++i) ids_[i] = shown_[i].id;
-      std::copy(batch_.ids.begin(), batch_.ids.end(), ids_.begin() + carried);
-      keep_.assign(o_.candidates, 1);
-      bool hit = false;
-      const double cpu0 = SelfThreadCpuSeconds();
-      const Clock::time_point t0 = Clock::now();
-      absl::Status s = recall_->Check(user, ids_, keep_.data(), &hit);
-      const Clock::time_point t1 = Clock::now();
-      if (measuring) result_.check_cpu_s += SelfThreadCpuSeconds() - cpu0;
-      if (!s.ok()) {
-        Error(s);
-        break;
-      }
-      if (measuring) {
-        ++result_.requests;
-        result_.hits += hit;
-        result_.check_ns.push_back((t1 - t0).count());
-        result_.accuracy.Add(batch_, keep_.data() + carried);
-      }
-      for (size_t i = 0; i < carried; ++i) {
-        Shown& item = shown_[i];
-        if (keep_[i]) {
-          if (measuring) {
-            ++(t0 - item.acked <= o_.bound ? result_.fn_within
-                                           : result_.fn_outside);
-          }
-        } else if (!item.resolved) {
-          item.resolved = true;
-          if (measuring)
-            result_.staleness_ns.push_back((t0 - item.acked).count());
-        }
-      }
-      if (r == o_.k - 1) ProbeUnresolved(user, measuring);
-      // Show --shown survivors (never one shown before) and record them.
-      WriteEntry entry;
-      entry.user = o_.redis() ? RedisKey(o_, user) : user;
-      for (size_t i = carried;
-           i < ids_.size() && entry.ids.size() < static_cast<size_t>(o_.shown);
-           ++i) {
-        if (keep_[i]) entry.ids.push_back(ids_[i]);
-      }
-      WriteTicket ticket;
-      entry.ticket = &ticket;
-      const Clock::time_point w0 = Clock::now();
-      writer_->Submit(&entry);
-      ticket.done.WaitForNotification();
-      if (measuring) result_.write_ns.push_back((ticket.acked - w0).count());
-      if (!ticket.status.ok()) {
-        Error(ticket.status);
-        break;
-      }
-      for (uint64_t id : entry.ids) shown_.push_back({id, ticket.acked, false});
-    }
-    recall_->EndSession(user);
+  // The thread's users are index, index + threads, ...: no two sessions
+  // of the run share a user at once (--users >= threads *
+  // sessions_per_thread).
+  void StartSession(Session* s) {
+    const uint32_t per_thread = std::max<uint32_t>(1, o_.users / o_.threads);
+    s->u = static_cast<uint32_t>(index_ + o_.threads * (next_ % per_thread)) %
+           o_.users;
+    ++next_;
+    s->user = UserOf(o_, s->u);
+    s->r = 0;
+    s->shown.clear();
+  }
+
+  void EndSession(Session* s) {
+    recall_->EndSession(s->user);
     if (phase_->measuring.load()) ++result_.sessions;
+    StartSession(s);
+  }
+
+  // Waits for the session's write; false if it failed.
+  bool FinishWrite(Session* s) {
+    WriteTicket& ticket = *s->ticket;
+    ticket.done.WaitForNotification();
+    const bool ok = ticket.status.ok();
+    if (s->measured && ok) {
+      result_.write_ns.push_back((ticket.acked - s->submitted).count());
+    }
+    if (ok) {
+      for (uint64_t id : s->entry.ids)
+        s->shown.push_back({id, ticket.acked, false});
+    } else {
+      Error(ticket.status);
+    }
+    s->ticket.reset();
+    return ok;
+  }
+
+  // One feed request: check, score, show --shown survivors and hand them
+  // to the writer.
+  void Request(Session* s) {
+    const bool measuring = phase_->measuring.load();
+    // Candidates: the session's shown items (a recall source that keeps
+    // returning them), then the rest, half exposed before the run.
+    const size_t carried = std::min(s->shown.size(), o_.candidates);
+    MakeCandidates(s->u, o_.exposures, o_.candidates - carried,
+                   o_.exposed_fraction, rng_, &batch_);
+    ids_.resize(o_.candidates);
+    for (size_t i = 0; i < carried; ++i) ids_[i] = s->shown[i].id;
+    std::copy(batch_.ids.begin(), batch_.ids.end(), ids_.begin() + carried);
+    keep_.assign(o_.candidates, 1);
+    bool hit = false;
+    const double cpu0 = SelfThreadCpuSeconds();
+    const Clock::time_point t0 = Clock::now();
+    absl::Status st =
+        recall_->Check(s->user, ids_, s->r == 0, keep_.data(), &hit);
+    const Clock::time_point t1 = Clock::now();
+    if (measuring) result_.check_cpu_s += SelfThreadCpuSeconds() - cpu0;
+    if (!st.ok()) {
+      Error(st);
+      s->r = o_.k;  // the session ends
+      return;
+    }
+    ++s->r;
+    if (measuring) {
+      ++result_.requests;
+      result_.hits += hit;
+      result_.check_ns.push_back((t1 - t0).count());
+      result_.accuracy.Add(batch_, keep_.data() + carried);
+    }
+    for (size_t i = 0; i < carried; ++i) {
+      Shown& item = s->shown[i];
+      if (keep_[i]) {
+        if (measuring) {
+          ++(t0 - item.acked <= o_.bound ? result_.fn_within
+                                         : result_.fn_outside);
+        }
+      } else if (!item.resolved) {
+        item.resolved = true;
+        if (measuring)
+          result_.staleness_ns.push_back((t0 - item.acked).count());
+      }
+    }
+    if (s->r == o_.k) ProbeUnresolved(*s, measuring);
+    // Show --shown survivors (never one shown before) and record them.
+    s->entry.user = o_.redis() ? RedisKey(o_, s->user) : s->user;
+    s->entry.ids.clear();
+    for (size_t i = carried;
+         i < ids_.size() && s->entry.ids.size() < static_cast<size_t>(o_.shown);
+         ++i) {
+      if (keep_[i]) s->entry.ids.push_back(ids_[i]);
+    }
+    s->ticket = std::make_unique<WriteTicket>();
+    s->entry.ticket = s->ticket.get();
+    s->measured = measuring;
+    s->submitted = Clock::now();
+    writer_->Submit(&s->entry);
   }
 
   // Items the session's last check kept although recorded earlier: probe
   // them (every millisecond, at most 2 s) until a check removes them, so
   // their staleness is measured too.
-  void ProbeUnresolved(const std::string& user, bool measuring) {
+  void ProbeUnresolved(const Session& s, bool measuring) {
     std::vector<size_t> open;
-    for (size_t i = 0; i < shown_.size(); ++i) {
-      if (!shown_[i].resolved) open.push_back(i);
+    for (size_t i = 0; i < s.shown.size(); ++i) {
+      if (!s.shown[i].resolved) open.push_back(i);
     }
     // The last check's own items (recorded after it) are not open: only
     // items it saw and kept.
@@ -581,17 +642,17 @@ class SessionThread {
     const Clock::time_point give_up = Clock::now() + std::chrono::seconds(2);
     while (!open.empty() && Clock::now() < give_up) {
       ids.clear();
-      for (size_t i : open) ids.push_back(shown_[i].id);
+      for (size_t i : open) ids.push_back(s.shown[i].id);
       keep.assign(ids.size(), 1);
       bool hit = false;
       const Clock::time_point t0 = Clock::now();
-      if (!recall_->Check(user, ids, keep.data(), &hit).ok()) break;
+      if (!recall_->Check(s.user, ids, false, keep.data(), &hit).ok()) break;
       std::vector<size_t> still;
       for (size_t j = 0; j < open.size(); ++j) {
         if (keep[j]) {
           still.push_back(open[j]);
         } else if (measuring) {
-          result_.staleness_ns.push_back((t0 - shown_[open[j]].acked).count());
+          result_.staleness_ns.push_back((t0 - s.shown[open[j]].acked).count());
         }
       }
       open.swap(still);
@@ -606,10 +667,10 @@ class SessionThread {
   Recall* recall_;
   FeedWriter* writer_;
   FastRng rng_;
+  uint64_t next_ = 0;  // sessions started
   CandidateBatch batch_;
   std::vector<uint64_t> ids_;
   std::vector<uint8_t> keep_;
-  std::vector<Shown> shown_;
   ThreadResult result_;
 };
 
@@ -692,6 +753,7 @@ int Main() {
   o.k = absl::GetFlag(FLAGS_session_requests);
   o.shown = absl::GetFlag(FLAGS_shown);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.sessions_per_thread = absl::GetFlag(FLAGS_sessions_per_thread);
   o.forget = absl::GetFlag(FLAGS_forget_after_session);
   o.bound = std::chrono::duration_cast<Clock::duration>(
       absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_staleness_bound)));
@@ -708,15 +770,17 @@ int Main() {
         "redis_cached");
   }
   if (users <= 0 || exposures < 0 || candidates <= 0 || o.k <= 0 ||
-      o.shown < 0 || o.threads <= 0 || users < o.threads ||
+      o.shown < 0 || o.threads <= 0 || o.sessions_per_thread <= 0 ||
+      users < o.threads * o.sessions_per_thread ||
       !(o.exposed_fraction >= 0 && o.exposed_fraction <= 1) ||
       absl::GetFlag(FLAGS_background_users_per_s) < 0 ||
       absl::GetFlag(FLAGS_writer_users) <= 0 ||
       absl::GetFlag(FLAGS_max_batch_users) <= 0 ||
       absl::GetFlag(FLAGS_background_items) <= 0) {
     return fail(
-        "--users (>= --threads), --candidates, --session_requests, "
-        "--threads, --writer_users, --max_batch_users, --background_items "
+        "--users (>= --threads x --sessions_per_thread), --candidates, "
+        "--session_requests, --threads, --sessions_per_thread, --writer_users, "
+        "--max_batch_users, --background_items "
         "must be positive; --exposures_per_user, --shown, "
         "--background_users_per_s >= 0; --exposed_fraction in [0, 1]");
   }
@@ -882,9 +946,11 @@ int Main() {
   std::string json = absl::StrCat(
       "{\"name\":\"", absl::GetFlag(FLAGS_name), "\",\"system\":\"", o.system,
       "\",\"target\":\"", o.target, "\",\"session_requests\":", o.k,
-      ",\"threads\":", o.threads, ",\"candidates\":", o.candidates,
-      ",\"users\":", o.users, ",\"seconds\":", Num(seconds),
-      ",\"requests\":", all.requests, ",\"sessions\":", all.sessions,
+      ",\"threads\":", o.threads,
+      ",\"sessions_per_thread\":", o.sessions_per_thread,
+      ",\"candidates\":", o.candidates, ",\"users\":", o.users,
+      ",\"seconds\":", Num(seconds), ",\"requests\":", all.requests,
+      ",\"sessions\":", all.sessions,
       ",\"requests_per_s\":", Num(seconds > 0 ? n / seconds : 0),
       ",\"check_ms\":{\"p50\":", Num(Percentile(all.check_ns, 0.5)),
       ",\"p99\":", Num(Percentile(all.check_ns, 0.99)), "}",
