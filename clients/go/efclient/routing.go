@@ -288,15 +288,27 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 	var lastErr error
 	tried := 0
 	var refused []int // answered UNAVAILABLE to a try that was not a last owner's
-	once := func(replica int, lastOwner bool) (proto.Message, metadata.MD, error) {
+	// One try and what its outcome means, the same in both passes: done
+	// when the call has its result (an answer, or the caller's own cancel
+	// or deadline), else the failure is counted and named.
+	once := func(replica int, lastOwner bool) (resp proto.Message, trailer metadata.MD, done bool, err error) {
 		tryCtx, tryCancel := callCtx, context.CancelFunc(func() {})
 		if c.perTry > 0 {
 			tryCtx, tryCancel = context.WithTimeout(callCtx, c.perTry)
 		}
 		defer tryCancel()
-		var trailer metadata.MD
-		resp, err := try(tryCtx, replica, lastOwner, grpc.Trailer(&trailer))
-		return resp, trailer, err
+		resp, err = try(tryCtx, replica, lastOwner, grpc.Trailer(&trailer))
+		if err == nil {
+			return resp, trailer, true, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			// The caller cancelled or its own deadline passed: its answer.
+			return nil, trailer, true, err
+		}
+		c.replicaErrors[replica].Add(1)
+		failures = append(failures, fmt.Sprintf("replica %d: %s: %s", replica, codeName(status.Code(err)), status.Convert(err).Message()))
+		return nil, trailer, false, err
 	}
 	for next := 0; next < len(owners); next++ {
 		if next > 0 && expired() {
@@ -304,19 +316,12 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 		}
 		replica := owners[next]
 		lastOwner := len(owners) > 1 && next == len(owners)-1
-		resp, trailer, err := once(replica, lastOwner)
+		resp, trailer, done, err := once(replica, lastOwner)
 		tried++
-		if err == nil {
-			return resp, replica, nil
+		if done {
+			return resp, replica, err
 		}
-		lastErr = err
-		if ctx.Err() != nil {
-			// The caller cancelled or its own deadline passed: its answer.
-			return nil, replica, err
-		}
-		c.replicaErrors[replica].Add(1)
 		code := status.Code(err)
-		failures = append(failures, fmt.Sprintf("replica %d: %s: %s", replica, codeName(code), status.Convert(err).Message()))
 		if code == codes.Unavailable && !lastOwner {
 			refused = append(refused, replica)
 		}
@@ -342,16 +347,9 @@ func (c *RoutingClient) failover(ctx context.Context, userID string, owners []in
 				break
 			}
 			c.failovers.Add(1)
-			resp, _, err := once(replica, true)
-			if err == nil {
-				return resp, replica, nil
+			if resp, _, done, err := once(replica, true); done {
+				return resp, replica, err
 			}
-			lastErr = err
-			if ctx.Err() != nil {
-				return nil, replica, err
-			}
-			c.replicaErrors[replica].Add(1)
-			failures = append(failures, fmt.Sprintf("replica %d: %s: %s", replica, codeName(status.Code(err)), status.Convert(err).Message()))
 		}
 	}
 	untried := owners[tried:]
