@@ -12,24 +12,21 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <csignal>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/no_work_server.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/filter_encoder.h"
 #include "src/filter/user_filter.h"
 #include "src/server/arena_message_allocator.h"
-#include "src/server/config/malloc_tuning.h"
 #include "src/server/config/server_flags.h"
-#include "src/server/config/transport_tuning.h"
 
 ABSL_FLAG(int, filter_items, 2000,
           "exposures of the one filter GetFilter returns (spread over 7 "
@@ -140,25 +137,10 @@ class CeilingService final : public ExposureFilter::CallbackService {
 
 int main(int argc, char** argv) {
   using namespace exposure_filter;
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // The same malloc and mutex settings as the real server (malloc_tuning.h,
-  // main.cc): the ceiling measures the transport both servers share, and
-  // gRPC's own mutexes are Abseil's, so with Debian's deadlock detection on
-  // they fed its lock graph (~8% of this server's samples at one small call
-  // at a time) where the real server's do not.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  ApplyMallocTuning();
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<ServerConfig> config = ConfigFromFlags();
-  if (!config.ok()) {
-    std::fprintf(stderr, "transport-ceiling-server: %s\n",
-                 std::string(config.status().message()).c_str());
-    return 2;
-  }
+  constexpr char kProgram[] = "transport-ceiling-server";
+  std::optional<ServerConfig> config =
+      bench::NoWorkServerConfig(kProgram, argc, argv);
+  if (!config) return 2;
   const int filter_items = absl::GetFlag(FLAGS_filter_items);
   if (filter_items < 0) {
     std::fprintf(stderr, "transport-ceiling-server: --filter_items < 0\n");
@@ -166,29 +148,12 @@ int main(int argc, char** argv) {
   }
   CeilingService service(EncodedFilter(filter_items));
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(config->listen_address,
-                           grpc::InsecureServerCredentials(), &port);
-  // The same settings exposure_filter_server.cc applies.
-  builder.SetMaxReceiveMessageSize(config->max_receive_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  ApplyTransportTuning(config->transport, &builder);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    std::fprintf(stderr, "transport-ceiling-server: cannot listen on %s\n",
-                 config->listen_address.c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "transport-ceiling-server serving on port %d\n", port);
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::seconds(2));
-  });
-  server->Wait();
-  waiter.join();
+  bench::NoWorkServerBuilder no_work(kProgram, *config);
+  no_work.builder().RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = no_work.Start();
+  if (server == nullptr) return 1;
+  std::fprintf(stderr, "transport-ceiling-server serving on port %d\n",
+               no_work.port());
+  bench::WaitForStopThenShutdown(server.get());
   return 0;
 }

@@ -19,20 +19,17 @@
 // call side by side.
 #include <grpcpp/grpcpp.h>
 
-#include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/synchronization/mutex.h"
+#include "bench/no_work_server.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
-#include "src/server/config/malloc_tuning.h"
 #include "src/server/config/server_flags.h"
-#include "src/server/config/transport_tuning.h"
 
 ABSL_FLAG(std::string, api, "callback", "callback or async");
 ABSL_FLAG(int, completion_queues, 1,
@@ -103,21 +100,10 @@ void Drain(grpc::ServerCompletionQueue* cq) {
 }
 
 int Main(int argc, char** argv) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // As exposure-filter-server (main.cc says why).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  ApplyMallocTuning();
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<ServerConfig> config = ConfigFromFlags();
-  if (!config.ok()) {
-    std::fprintf(stderr, "unary-api-probe: %s\n",
-                 std::string(config.status().message()).c_str());
-    return 2;
-  }
+  constexpr char kProgram[] = "unary-api-probe";
+  std::optional<ServerConfig> config =
+      bench::NoWorkServerConfig(kProgram, argc, argv);
+  if (!config) return 2;
   const std::string api = absl::GetFlag(FLAGS_api);
   const int queues = absl::GetFlag(FLAGS_completion_queues);
   if (api != "callback" && api != "async") {
@@ -128,29 +114,19 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "unary-api-probe: --completion_queues in [1, 64]\n");
     return 2;
   }
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(config->listen_address,
-                           grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(config->max_receive_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  ApplyTransportTuning(config->transport, &builder);
+  bench::NoWorkServerBuilder no_work(kProgram, *config);
   CallbackProbe callback_service;
   v1::ExposureFilter::AsyncService async_service;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> cqs;
   if (api == "callback") {
-    builder.RegisterService(&callback_service);
+    no_work.builder().RegisterService(&callback_service);
   } else {
-    builder.RegisterService(&async_service);
+    no_work.builder().RegisterService(&async_service);
     for (int i = 0; i < queues; ++i)
-      cqs.push_back(builder.AddCompletionQueue());
+      cqs.push_back(no_work.builder().AddCompletionQueue());
   }
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    std::fprintf(stderr, "unary-api-probe: cannot listen on %s\n",
-                 config->listen_address.c_str());
-    return 1;
-  }
+  std::unique_ptr<grpc::Server> server = no_work.Start();
+  if (server == nullptr) return 1;
   std::vector<std::thread> drains;
   for (auto& cq : cqs) {
     // A few calls requested ahead, as a server keeps them.
@@ -158,10 +134,8 @@ int Main(int argc, char** argv) {
     drains.emplace_back(Drain, cq.get());
   }
   std::fprintf(stderr, "unary-api-probe (%s) serving on port %d\n", api.c_str(),
-               port);
-  int sig = 0;
-  sigwait(&signals, &sig);
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+               no_work.port());
+  bench::WaitForStopThenShutdown(server.get());
   for (auto& cq : cqs) cq->Shutdown();
   for (std::thread& t : drains) t.join();
   return 0;
