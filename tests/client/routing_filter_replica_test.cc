@@ -270,7 +270,10 @@ TEST_F(RoutingFilterReplicaTest, ReadYourWritesNeverMissesOwnWrite) {
            missed == 0 && path == CheckPath::kLocal;
   }));
   const RoutingReplicaStats s = replica->stats();
-  EXPECT_GE(s.unconfirmed_writes, 20u);
+  // Every check right after its write went to mode A: not yet confirmed
+  // on the serving owner, or (on a loaded machine, a pong late) no owner's
+  // stream serving at all.
+  EXPECT_GE(s.unconfirmed_writes + s.no_owner_serving, 20u);
   EXPECT_GE(s.local_checks, 1u);
 }
 
