@@ -7,6 +7,7 @@
 #define EXPOSURE_FILTER_SRC_CLIENT_FILTER_REPLICA_IMPL_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <limits>
 #include <list>
@@ -78,6 +79,25 @@ struct Entry {
   // Items pushed since the snapshot: hash -> newest slice index it was
   // recorded in (the one that ages out last).
   absl::flat_hash_map<uint64_t, int64_t> pushed ABSL_GUARDED_BY(mu);
+  // One bit per pushed item's top 12 hash bits: a check probes `pushed`
+  // only for the few candidates whose bit is set, not all 5,000. Cleared
+  // only with the whole map: a bit left by an aged item costs a probe,
+  // never a wrong answer.
+  std::array<uint64_t, 64> pushed_bits ABSL_GUARDED_BY(mu) = {};
+
+  void AddPushed(uint64_t hash, int64_t slice)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto [it, inserted] = pushed.emplace(hash, slice);
+    if (!inserted) it->second = std::max(it->second, slice);
+    pushed_bits[hash >> 58] |= uint64_t{1} << ((hash >> 52) & 63);
+  }
+  bool MaybePushed(uint64_t hash) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return (pushed_bits[hash >> 58] >> ((hash >> 52) & 63)) & 1;
+  }
+  void ClearPushed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    pushed.clear();
+    pushed_bits = {};
+  }
   uint64_t sequence ABSL_GUARDED_BY(mu) = 0;
   // Synced: a snapshot and every push after it, no gap, resync, expiry or
   // broken stream since.

@@ -153,7 +153,7 @@ void FilterReplica::Impl::OnSnapshot(const v1::SessionResponse& r) {
       e->version = s.version();
     }
     e->view = e->filter->view();
-    e->pushed.clear();
+    e->ClearPushed();
     e->sequence = s.sequence();
     e->retention_ms = s.retention_ms();
     e->span_ms = std::max<int64_t>(1, s.slice_span_ms());
@@ -189,17 +189,14 @@ void FilterReplica::Impl::OnPush(const v1::SessionPush& p) {
       e->filter = nullptr;
       e->version.clear();
       e->view = FilterView();
-      e->pushed.clear();
+      e->ClearPushed();
       UpdateExpiry(e.get());
       account = true;
     } else {
       n_.pushed_items.fetch_add(p.item_hashes_size(),
                                 std::memory_order_relaxed);
       const int64_t slice = p.event_time_ms() / e->span_ms;
-      for (uint64_t h : p.item_hashes()) {
-        auto [it, inserted] = e->pushed.emplace(h, slice);
-        if (!inserted) it->second = std::max(it->second, slice);
-      }
+      for (uint64_t h : p.item_hashes()) e->AddPushed(h, slice);
       e->next_expiry_ms = std::min(e->next_expiry_ms,
                                    (slice + 1) * e->span_ms + e->retention_ms);
       account = true;
