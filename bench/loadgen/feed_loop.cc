@@ -97,6 +97,10 @@ ABSL_FLAG(bool, forget_after_session, true,
           "drop the user's local copy when its session ends (a recall "
           "server sees a user's next session much later); false keeps it");
 ABSL_FLAG(int, threads, 2, "client threads");
+ABSL_FLAG(bool, note_shown, true,
+          "session: hand each request's shown items to the replica too "
+          "(FilterReplica::NoteShown), so the session's next check removes "
+          "them before the server's push arrives");
 ABSL_FLAG(int, sessions_per_thread, 16,
           "sessions each client thread runs at once, serving another while "
           "one waits for its write (1: the write's latency is the loop's)");
@@ -124,6 +128,7 @@ struct Options {
   double exposed_fraction = 0;
   int k = 0, shown = 0, threads = 0, sessions_per_thread = 0;
   bool forget = true;
+  bool note_shown = true;
   Clock::duration bound{};
   bool redis() const { return system == "redis" || system == "redis_cached"; }
 };
@@ -170,6 +175,12 @@ class Recall {
                              const std::vector<uint64_t>& ids, bool first,
                              uint8_t* keep, bool* hit) = 0;
   virtual void EndSession(const std::string& user) { (void)user; }
+  // The items shown from the last check, as they go to the writer.
+  virtual void Shown(const std::string& user,
+                     const std::vector<uint64_t>& ids) {
+    (void)user;
+    (void)ids;
+  }
 };
 
 class SessionRecall : public Recall {
@@ -187,6 +198,10 @@ class SessionRecall : public Recall {
   }
   void EndSession(const std::string& user) override {
     if (forget_) replica_->Forget(o_.surface, user);
+  }
+  void Shown(const std::string& user,
+             const std::vector<uint64_t>& ids) override {
+    if (o_.note_shown) replica_->NoteShown(o_.surface, user, ids);
   }
 
  private:
@@ -620,6 +635,10 @@ class SessionThread {
          ++i) {
       if (keep_[i]) s->entry.ids.push_back(ids_[i]);
     }
+    // Recall-side work, counted with the checks.
+    const double cpu1 = SelfThreadCpuSeconds();
+    recall_->Shown(s->user, s->entry.ids);
+    if (measuring) result_.check_cpu_s += SelfThreadCpuSeconds() - cpu1;
     s->ticket = std::make_unique<WriteTicket>();
     s->entry.ticket = s->ticket.get();
     s->measured = measuring;
@@ -755,6 +774,7 @@ int Main() {
   o.threads = absl::GetFlag(FLAGS_threads);
   o.sessions_per_thread = absl::GetFlag(FLAGS_sessions_per_thread);
   o.forget = absl::GetFlag(FLAGS_forget_after_session);
+  o.note_shown = absl::GetFlag(FLAGS_note_shown);
   o.bound = std::chrono::duration_cast<Clock::duration>(
       absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_staleness_bound)));
   auto fail = [](const std::string& msg) {
@@ -946,7 +966,8 @@ int Main() {
   std::string json = absl::StrCat(
       "{\"name\":\"", absl::GetFlag(FLAGS_name), "\",\"system\":\"", o.system,
       "\",\"target\":\"", o.target, "\",\"session_requests\":", o.k,
-      ",\"threads\":", o.threads,
+      ",\"threads\":", o.threads, ",\"note_shown\":",
+      o.system == "session" && o.note_shown ? "true" : "false",
       ",\"sessions_per_thread\":", o.sessions_per_thread,
       ",\"candidates\":", o.candidates, ",\"users\":", o.users,
       ",\"seconds\":", Num(seconds), ",\"requests\":", all.requests,

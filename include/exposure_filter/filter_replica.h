@@ -87,10 +87,11 @@ struct FilterReplicaStats {
   uint64_t not_modified = 0;
   uint64_t pushes = 0;
   uint64_t pushed_items = 0;
-  uint64_t gaps = 0;     // pushes out of sequence (then resubscribed)
-  uint64_t resyncs = 0;  // resync notices from the server
-  uint64_t resets = 0;   // users deleted on the server
-  uint64_t expired = 0;  // leases the server let run out
+  uint64_t noted_items = 0;  // NoteShown items held ahead of their push
+  uint64_t gaps = 0;         // pushes out of sequence (then resubscribed)
+  uint64_t resyncs = 0;      // resync notices from the server
+  uint64_t resets = 0;       // users deleted on the server
+  uint64_t expired = 0;      // leases the server let run out
   uint64_t compactions = 0;
   uint64_t reconnects = 0;
   uint64_t evictions = 0;  // users dropped for max_bytes
@@ -135,6 +136,18 @@ class FilterReplica {
   // Drops the user's copy and unsubscribes it (its feed session ended,
   // say); the next check subscribes again.
   void Forget(absl::string_view surface, absl::string_view user_id);
+
+  // Items this process just showed the user (handed to the exposure
+  // logger): this replica's checks remove them at once. A feed's next
+  // request can come before the server's push of that write does, and a
+  // local answer within max_staleness would then keep them (an item shown
+  // twice in a row). Held as pushed items (they age and count as those
+  // do) until a snapshot replaces the copy by the server's state, so a
+  // snapshot taken before the server applied the write drops them again.
+  // A no-op for a user not held here or not synced (its checks go to the
+  // server then).
+  void NoteShown(absl::string_view surface, absl::string_view user_id,
+                 absl::Span<const uint64_t> ids);
 
   // Ends the stream and opens a new one: every user is answered through
   // mode A until its new snapshot. The replica does this on its own when

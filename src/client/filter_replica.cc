@@ -320,6 +320,12 @@ void FilterReplica::Forget(absl::string_view surface,
   impl_->Forget(surface, user_id);
 }
 
+void FilterReplica::NoteShown(absl::string_view surface,
+                              absl::string_view user_id,
+                              absl::Span<const uint64_t> ids) {
+  impl_->NoteShown(surface, user_id, ids);
+}
+
 void FilterReplica::Reconnect() { impl_->Reconnect(); }
 
 FilterReplicaStats FilterReplica::stats() const { return impl_->Stats(); }

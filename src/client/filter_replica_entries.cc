@@ -181,6 +181,39 @@ void FilterReplica::Impl::Forget(absl::string_view surface,
   Drop(victims);
 }
 
+void FilterReplica::Impl::NoteShown(absl::string_view surface,
+                                    absl::string_view user_id,
+                                    absl::Span<const uint64_t> ids) {
+  std::shared_ptr<Entry> e = Find(surface, user_id);
+  if (e == nullptr || ids.empty()) return;
+  // The slice the server will file the write in: its clock now, as far as
+  // the last pong tells (read before the entry's lock: lock order).
+  int64_t server_now_ms = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    server_now_ms = clock_.seen_ms;
+    if (clock_.ref_sent != absl::InfinitePast()) {
+      server_now_ms = std::max(
+          server_now_ms,
+          clock_.ref_ms +
+              absl::ToInt64Milliseconds(MonotonicTime() - clock_.ref_sent));
+    }
+  }
+  thread_local std::vector<uint64_t> hashes;
+  hashes.resize(ids.size());
+  HashItemIds(ids.data(), ids.size(), hashes.data());
+  {
+    absl::MutexLock lock(&e->mu);
+    if (!e->synced) return;
+    const int64_t slice = server_now_ms / e->span_ms;
+    for (uint64_t h : hashes) e->AddPushed(h, slice);
+    e->next_expiry_ms =
+        std::min(e->next_expiry_ms, (slice + 1) * e->span_ms + e->retention_ms);
+  }
+  n_.noted_items.fetch_add(ids.size(), std::memory_order_relaxed);
+  Account(e);
+}
+
 FilterReplicaStats FilterReplica::Impl::Stats() const {
   FilterReplicaStats s;
   auto get = [](const std::atomic<uint64_t>& a) {
@@ -197,6 +230,7 @@ FilterReplicaStats FilterReplica::Impl::Stats() const {
   s.not_modified = get(n_.not_modified);
   s.pushes = get(n_.pushes);
   s.pushed_items = get(n_.pushed_items);
+  s.noted_items = get(n_.noted_items);
   s.gaps = get(n_.gaps);
   s.resyncs = get(n_.resyncs);
   s.resets = get(n_.resets);

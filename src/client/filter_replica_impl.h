@@ -185,6 +185,8 @@ class FilterReplica::Impl final : public SessionCall::Listener {
   absl::Status Sync();
   FilterReplicaStats Stats() const;
   void Forget(absl::string_view surface, absl::string_view user_id);
+  void NoteShown(absl::string_view surface, absl::string_view user_id,
+                 absl::Span<const uint64_t> ids);
   void Reconnect();
 
   // SessionCall::Listener.
@@ -265,8 +267,8 @@ class FilterReplica::Impl final : public SessionCall::Listener {
     std::atomic<uint64_t> local{0}, stream{0}, unary{0}, failed{0};
     std::atomic<uint64_t> not_synced{0}, stale{0}, aging{0};
     std::atomic<uint64_t> snapshots{0}, not_modified{0}, pushes{0},
-        pushed_items{0}, gaps{0}, resyncs{0}, resets{0}, expired{0},
-        compactions{0}, reconnects{0}, evictions{0};
+        pushed_items{0}, noted_items{0}, gaps{0}, resyncs{0}, resets{0},
+        expired{0}, compactions{0}, reconnects{0}, evictions{0};
   };
   Counters n_;
 };

@@ -136,6 +136,28 @@ TEST_F(FilterReplicaTest, PushedWritesAreFilteredWithNoCall) {
   EXPECT_EQ(st.stream_checks + st.unary_checks, 0u);
 }
 
+TEST_F(FilterReplicaTest, ItemsNotedAsShownAreFilteredBeforeTheirPush) {
+  auto r = Replica();
+  EXPECT_EQ(Check(*r, "u1", {5, 6}), (std::vector<uint8_t>{1, 1}));
+  // Not held: nothing to note into, and no subscription made.
+  r->NoteShown("h", "u2", std::vector<uint64_t>{9});
+  // Shown and handed to a logger that has not written yet: the server
+  // has neither item, the local check removes them already.
+  r->NoteShown("h", "u1", std::vector<uint64_t>{5, 7});
+  CheckPath path = CheckPath::kUnary;
+  EXPECT_EQ(Check(*r, "u1", {5, 6, 7}, &path), (std::vector<uint8_t>{0, 1, 0}));
+  EXPECT_EQ(path, CheckPath::kLocal);
+  EXPECT_EQ(r->stats().noted_items, 2u);
+  EXPECT_EQ(r->stats().stream_checks + r->stats().unary_checks, 0u);
+  // The server's push of the same write changes nothing.
+  Record("u1", {5, 7});
+  ASSERT_TRUE(r->Sync().ok());
+  EXPECT_EQ(Check(*r, "u1", {5, 6, 7}, &path), (std::vector<uint8_t>{0, 1, 0}));
+  // u2 was not subscribed by the note: its first check waits for a
+  // snapshot, which does not hold 9.
+  EXPECT_EQ(Check(*r, "u2", {9}), (std::vector<uint8_t>{1}));
+}
+
 TEST_F(FilterReplicaTest, ADeleteOnTheServerEmptiesTheCopy) {
   Record("u1", {5});
   auto r = Replica();
