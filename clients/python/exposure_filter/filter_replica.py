@@ -361,6 +361,33 @@ class FilterReplica:
                 e.bytes = 0
                 self._drop(e)
 
+    def note_shown(self, surface, user_id, ids=()):
+        """Items this process just showed the user (handed to the exposure
+        logger): this replica's checks remove them at once. A feed's next
+        request can come before the server's push of that write does, and
+        a local answer within max_staleness would then keep them. Held as
+        pushed items (they age and count as those do) until a snapshot
+        replaces the copy with the server's state. A no-op for a user not
+        held here or not synced (its checks go to the server then)."""
+        hashes = [hash_id(i) for i in ids]
+        with self._lock:
+            e = self._find(surface, user_id)
+            if e is None or not e.synced or not hashes:
+                return
+            # The slice the server will file the write in: its clock now,
+            # as far as the last pong tells.
+            now_ms = self._seen_ms
+            if self._ref_sent is not None:
+                now_ms = max(now_ms, self._ref_ms + int(
+                    (time.monotonic() - self._ref_sent) * 1000))
+            slice_ = now_ms // e.span_ms
+            for h in hashes:
+                if e.pushed.get(h, slice_) <= slice_:
+                    e.pushed[h] = slice_
+            self._n["noted_items"] += len(hashes)
+            e.update_expiry()
+            self._account(e)
+
     def reconnect(self):
         """Ends the stream and opens a new one: every user is answered
         through mode A until its new snapshot. Done on its own when pings go
@@ -413,7 +440,8 @@ class FilterReplica:
         """Counters since creation and the current state: checks by path
         (local_checks, stream_checks, unary_checks, failed_checks), why
         checks left the local path (not_synced, stale, aging), hit_ratio,
-        snapshots, not_modified, pushes, pushed_items, gaps, resyncs,
+        snapshots, not_modified, pushes, pushed_items, noted_items (see
+        note_shown), gaps, resyncs,
         resets, expired, compactions, reconnects, evictions, bytes_held,
         users_held, and staleness_s (now minus the send time of the newest
         ping answered; None before any pong)."""
@@ -421,7 +449,8 @@ class FilterReplica:
             s = {k: self._n[k] for k in (
                 "local_checks", "stream_checks", "unary_checks",
                 "failed_checks", "not_synced", "stale", "aging", "snapshots",
-                "not_modified", "pushes", "pushed_items", "gaps", "resyncs",
+                "not_modified", "pushes", "pushed_items", "noted_items",
+                "gaps", "resyncs",
                 "resets", "expired", "compactions", "reconnects",
                 "evictions")}
             s["bytes_held"] = self._bytes

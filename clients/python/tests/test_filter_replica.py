@@ -116,6 +116,21 @@ class FilterReplicaTest(unittest.TestCase):
         self.assertEqual((keep, path), ([False, False, True, False], LOCAL))
         self.assertEqual(self.replica.stats()["pushed_items"], 2)
 
+    def test_items_noted_as_shown_are_filtered_before_their_push(self):
+        self.replica.note_shown("homefeed", "u1", [7])  # not held: no-op
+        self.assertEqual(self.replica.stats()["noted_items"], 0)
+        self.subscribe_with(SNAP_123)
+        self.replica.check("homefeed", "u1", [1])
+        self.replica.note_shown("homefeed", "u1", [7, 8])
+        keep, path = self.replica.check_path("homefeed", "u1", [7, 8, 9, 1])
+        self.assertEqual((keep, path), ([False, False, True, False], LOCAL))
+        self.assertEqual(self.replica.stats()["noted_items"], 2)
+        # The server's push of the same write changes nothing.
+        self.call.send(push("u1", 1, [7, 8]))
+        self.replica.sync()
+        self.assertEqual(self.replica.check_path("homefeed", "u1", [7, 8, 9]),
+                         ([False, False, True], LOCAL))
+
     def test_a_push_already_in_the_snapshot_is_ignored(self):
         self.subscribe_with(SNAP_123, sequence=4)
         self.replica.check("homefeed", "u1", [1])
