@@ -145,6 +145,7 @@ if [[ " $PARTS " == *" classic "* ]]; then python3 bench/compare_table.py "$OUT"
 if [[ " $PARTS " == *" feed "* ]]; then
   echo
   echo "The feed loop: sessions of K requests, $CANDIDATES candidates each," \
+    "$FEED_SESSIONS sessions at once per client thread," \
     "20 shown items written per request through one batching writer," \
     "$FEED_BACKGROUND other users' writes/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   python3 bench/feed_table.py "$OUT"
