@@ -44,6 +44,10 @@
 //   - Bound: no stream's queue ever held more than --session_max_queue_*
 //     allow (SessionHub's per-stream peak), plus the one answer of a request
 //     read before reading paused.
+//   - Push batches: odd-length inputs open the stream opted in. A
+//     SessionResponse{pushes} comes only then, holds 2 to 256 pushes within
+//     256 KiB, and is taken as its pushes one by one, so every check above
+//     holds per push.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <grpcpp/grpcpp.h>
 
@@ -69,7 +73,9 @@
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/filter_view.h"
 #include "exposure_filter/item_hash.h"
+#include "exposure_filter/session_push_batches.h"
 #include "src/server/exposure_filter_server.h"
+#include "src/server/session_stream.h"
 #include "src/store/clock.h"
 
 namespace exposure_filter {
@@ -174,6 +180,17 @@ class StreamRun {
       : in_(data, size), srv_(TheServer()) {
     ctx_.set_deadline(std::chrono::system_clock::now() +
                       std::chrono::seconds(120));
+    // Half the inputs open the stream opted into push batches, so both
+    // ways of draining the queue are fuzzed with the same steps. Chosen by
+    // the input's length, not a byte of it: the corpus's seeds (the
+    // regression inputs among them) keep reading as the steps they were
+    // written as, and a mutation that grows or shrinks an input by one
+    // byte flips it.
+    push_batches_ = size % 2 == 1;
+    if (push_batches_) {
+      ctx_.AddMetadata(kSessionPushBatchesMetadataKey,
+                       kSessionPushBatchesMetadataValue);
+    }
     stream_ = srv_.stub->Session(&ctx_);
     reader_ = std::thread([this] { ReadLoop(); });
     writer_ = std::thread([this] { WriteLoop(); });
@@ -647,9 +664,23 @@ class StreamRun {
           Require(false, "a request with nothing set is an error");
       }
     } else {
-      Require(r.has_snapshot() || r.has_push() || r.has_resync(),
-              "an unsolicited message is a snapshot, push or resync (no "
-              "lease runs out: the clock stands still)");
+      Require(
+          r.has_snapshot() || r.has_push() || r.has_pushes() || r.has_resync(),
+          "an unsolicited message is a snapshot, push(es) or resync (no "
+          "lease runs out: the clock stands still)");
+    }
+    if (r.has_pushes()) {
+      Require(push_batches_, "push batches only on a stream that opted in");
+      Require(r.pushes().pushes_size() >= 2 &&
+                  r.pushes().pushes_size() <=
+                      static_cast<int>(SessionStream::kMaxBatchPushes),
+              "a batch holds 2 to kMaxBatchPushes pushes");
+      // Each push's own bytes are what it took in the queue, as a
+      // SessionResponse{push} of the same length.
+      Require(r.pushes().ByteSizeLong() <= SessionStream::kMaxBatchBytes,
+              "a batch is at most kMaxBatchBytes");
+      // Exactly its pushes in order: the model takes them one by one.
+      for (const v1::SessionPush& p : r.pushes().pushes()) TakePush(p);
     }
     if (r.has_snapshot()) TakeSnapshot(r.snapshot(), id);
     if (r.has_push()) TakePush(r.push());
@@ -778,6 +809,7 @@ class StreamRun {
 
   FuzzedDataProvider in_;
   Server& srv_;
+  bool push_batches_ = false;
   grpc::ClientContext ctx_;
   std::unique_ptr<
       grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionResponse>>

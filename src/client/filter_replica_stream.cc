@@ -27,6 +27,10 @@ void FilterReplica::Impl::OnResponse(const SessionCall* call,
     case v1::SessionResponse::kPush:
       OnPush(r.push());
       return;
+    case v1::SessionResponse::kPushes:
+      // Exactly its pushes in order, each checked for a gap on its own.
+      for (const v1::SessionPush& p : r.pushes().pushes()) OnPush(p);
+      return;
     case v1::SessionResponse::kFilter:
     case v1::SessionResponse::kError: {
       std::shared_ptr<PendingFilter> pending;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "exposure_filter/session_push_batches.h"
 #include "src/base/inline_completion_loop.h"
 
 namespace exposure_filter {
@@ -9,6 +10,10 @@ namespace exposure_filter {
 std::shared_ptr<SessionCall> SessionCall::Start(
     exposure::v1::ExposureFilter::Stub* stub, Listener* listener) {
   auto call = std::make_shared<SessionCall>(listener);
+  // The listener reads SessionResponse{pushes} (its OnResponse hands each
+  // push on as if it came alone), so the server may batch queued pushes.
+  call->ctx_.AddMetadata(kSessionPushBatchesMetadataKey,
+                         kSessionPushBatchesMetadataValue);
   stub->async()->Session(&call->ctx_, call.get());
   // Writes are started from any thread, not only from reactions: the hold
   // keeps gRPC from calling OnDone (and freeing the call) while one may

@@ -32,7 +32,9 @@ class SessionCall final
   class Listener {
    public:
     virtual ~Listener() = default;
-    // On gRPC's thread, one response at a time, in stream order.
+    // On gRPC's thread, one response at a time, in stream order. The
+    // stream opts into push batches: a listener must take
+    // SessionResponse{pushes} as its pushes, one by one.
     virtual void OnResponse(const SessionCall* call,
                             const exposure::v1::SessionResponse& r) = 0;
     // Once, when the stream has ended (any status); nothing follows.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "exposure_filter/owner_hint.h"
+#include "exposure_filter/session_push_batches.h"
 #include "src/base/log_rate_limiter.h"
 #include "src/server/request_parser.h"
 #include "src/server/session_stream.h"
@@ -337,8 +338,14 @@ grpc::ServerUnaryReactor* ExposureFilterService::ListTracedUsers(
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
-ExposureFilterService::Session(Context* /*ctx*/) {
-  return SessionStream::Start(hub_, handlers_, gate_);
+ExposureFilterService::Session(Context* ctx) {
+  // Push batches only for a client that said it reads them: an older one
+  // would skip the unknown field, and with it the pushes.
+  const auto& metadata = ctx->client_metadata();
+  const auto it = metadata.find(kSessionPushBatchesMetadataKey);
+  const bool push_batches =
+      it != metadata.end() && it->second == kSessionPushBatchesMetadataValue;
+  return SessionStream::Start(hub_, handlers_, gate_, push_batches);
 }
 
 }  // namespace exposure_filter

@@ -1,7 +1,12 @@
 #include "src/server/session_stream.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpc/slice.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -60,12 +65,88 @@ void LogServerFault(const absl::Status& s) {
   }
 }
 
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+
+constexpr uint32_t kPushTag =
+    WireFormatLite::MakeTag(v1::SessionResponse::kPushFieldNumber,
+                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+constexpr uint32_t kPushesTag =
+    WireFormatLite::MakeTag(v1::SessionResponse::kPushesFieldNumber,
+                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+constexpr uint32_t kPushesElementTag =
+    WireFormatLite::MakeTag(v1::SessionPushes::kPushesFieldNumber,
+                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+
+// Where the serialized SessionPush starts in `slices`, a queued
+// SessionResponse{push} of `bytes` bytes: past field 3's tag and length,
+// its only field (request_id 0 is not serialized). 0 if the message is
+// anything else, which SessionHub::Publish never queues: it is then sent
+// alone, as queued.
+size_t PushOffset(const std::vector<grpc::Slice>& slices, size_t bytes) {
+  // A tag and a 32-bit length take at most 5 + 5 bytes.
+  uint8_t head[10];
+  size_t have = 0;
+  for (const grpc::Slice& s : slices) {
+    const size_t take = std::min(s.size(), sizeof(head) - have);
+    std::memcpy(head + have, s.begin(), take);
+    have += take;
+    if (have == sizeof(head)) break;
+  }
+  CodedInputStream in(head, static_cast<int>(have));
+  uint32_t length = 0;
+  if (in.ReadTag() != kPushTag || !in.ReadVarint32(&length)) return 0;
+  const size_t offset = static_cast<size_t>(in.CurrentPosition());
+  return offset + length == bytes ? offset : 0;
+}
+
+// One SessionResponse{pushes} holding `run`'s pushes in order, built from
+// their serialized bytes (wire-format concatenation, no parse): each push
+// becomes an element of SessionPushes.pushes (field 1), the whole field 9
+// of the response.
+grpc::ByteBuffer PushesMessage(const std::vector<grpc::ByteBuffer>& run) {
+  std::vector<std::vector<grpc::Slice>> slices(run.size());
+  std::vector<size_t> offsets(run.size());
+  size_t body = 0;
+  for (size_t i = 0; i < run.size(); ++i) {
+    // Dump fails only for an empty buffer, which PushOffset refuses.
+    (void)run[i].Dump(&slices[i]);
+    offsets[i] = PushOffset(slices[i], run[i].Length());
+    const uint32_t length = static_cast<uint32_t>(run[i].Length() - offsets[i]);
+    body += CodedOutputStream::VarintSize32(kPushesElementTag) +
+            CodedOutputStream::VarintSize32(length) + length;
+  }
+  const size_t total =
+      CodedOutputStream::VarintSize32(kPushesTag) +
+      CodedOutputStream::VarintSize32(static_cast<uint32_t>(body)) + body;
+  grpc_slice out = grpc_slice_malloc(total);
+  uint8_t* p = GRPC_SLICE_START_PTR(out);
+  p = CodedOutputStream::WriteTagToArray(kPushesTag, p);
+  p = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(body), p);
+  for (size_t i = 0; i < run.size(); ++i) {
+    const uint32_t length = static_cast<uint32_t>(run[i].Length() - offsets[i]);
+    p = CodedOutputStream::WriteTagToArray(kPushesElementTag, p);
+    p = CodedOutputStream::WriteVarint32ToArray(length, p);
+    size_t skip = offsets[i];
+    for (const grpc::Slice& s : slices[i]) {
+      const size_t from = std::min(skip, s.size());
+      skip -= from;
+      std::memcpy(p, s.begin() + from, s.size() - from);
+      p += s.size() - from;
+    }
+  }
+  grpc::Slice slice(out, grpc::Slice::STEAL_REF);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
 }  // namespace
 
 SessionStream* SessionStream::Start(SessionHub* hub,
                                     ExposureFilterHandlers* handlers,
-                                    AdmissionGate* gate) {
-  auto stream = std::make_shared<SessionStream>(hub, handlers, gate);
+                                    AdmissionGate* gate, bool push_batches) {
+  auto stream =
+      std::make_shared<SessionStream>(hub, handlers, gate, push_batches);
   SessionStream* s = stream.get();
   s->self_ = stream;
   if (absl::Status admit = hub->AdmitStream(stream); !admit.ok()) {
@@ -82,8 +163,11 @@ SessionStream* SessionStream::Start(SessionHub* hub,
 }
 
 SessionStream::SessionStream(SessionHub* hub, ExposureFilterHandlers* handlers,
-                             AdmissionGate* gate)
-    : hub_(hub), handlers_(handlers), gate_(gate) {}
+                             AdmissionGate* gate, bool push_batches)
+    : hub_(hub),
+      handlers_(handlers),
+      gate_(gate),
+      push_batches_(push_batches) {}
 
 SessionStream::~SessionStream() = default;
 
@@ -566,13 +650,45 @@ void SessionStream::Kick() {
   RunAsLoop(this, [this] { KickOnce(); });
 }
 
+bool SessionStream::TakePushRunLocked(std::vector<grpc::ByteBuffer>* run) {
+  if (!push_batches_ || queue_.size() < 2) return false;
+  size_t n = 0;
+  size_t bytes = 0;
+  std::vector<grpc::Slice> slices;
+  // Only the pushes directly at the front: a snapshot, answer or resync
+  // notice ends the run, so nothing is reordered.
+  while (n < queue_.size() && n < kMaxBatchPushes) {
+    const Queued& q = queue_[n];
+    if (q.kind != Kind::kPush || bytes + q.bytes > kMaxBatchBytes) break;
+    slices.clear();
+    if (!q.message.Dump(&slices).ok() || PushOffset(slices, q.bytes) == 0) {
+      break;
+    }
+    bytes += q.bytes;
+    ++n;
+  }
+  if (n < 2) return false;
+  run->reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    Queued& q = queue_.front();
+    run->push_back(std::move(q.message));
+    queue_.pop_front();
+  }
+  queue_bytes_ -= static_cast<int64_t>(bytes);
+  hub_->AddQueueBytes(-static_cast<int64_t>(bytes));
+  return true;
+}
+
 void SessionStream::KickOnce() {
   bool finish = false;
   grpc::Status status;
+  std::vector<grpc::ByteBuffer> run;
   {
     MutexLock lock(&mu_);
     if (done_ || finished_ || writing_) return;
-    if (!queue_.empty()) {
+    if (TakePushRunLocked(&run)) {
+      writing_ = true;
+    } else if (!queue_.empty()) {
       Queued& next = queue_.front();
       write_buf_ = std::move(next.message);
       queue_bytes_ -= static_cast<int64_t>(next.bytes);
@@ -591,9 +707,12 @@ void SessionStream::KickOnce() {
   }
   if (finish) {
     Finish(status);
-  } else {
-    StartWrite(&write_buf_);
+    return;
   }
+  // Built outside the lock, so the apply path's EnqueuePush does not wait
+  // on the copy; write_buf_ is this kick's alone while writing_ is set.
+  if (!run.empty()) write_buf_ = PushesMessage(run);
+  StartWrite(&write_buf_);
 }
 
 void SessionStream::OnWriteDone(bool ok) {

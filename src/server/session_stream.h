@@ -13,6 +13,12 @@
 // overflow before that resync has completed ends the stream
 // RESOURCE_EXHAUSTED.
 //
+// A stream whose client opted in (the call metadata of
+// exposure_filter/session_push_batches.h) gets the pushes queued back to
+// back as one SessionResponse{pushes} per write, up to a bound: one
+// message, one sendmsg and one read on the client for the run instead of
+// one each. The queue itself is the same; only its draining differs.
+//
 // Lifetime: the stream owns itself (a shared_ptr to itself) until gRPC
 // calls OnDone; the hub and the apply path's kick lists hold shared_ptrs,
 // so a late kick finds a finished stream, never freed memory. Finish is
@@ -28,6 +34,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -74,11 +81,22 @@ class SessionStream final
       public std::enable_shared_from_this<SessionStream> {
  public:
   // Starts the stream's reactor; returned to gRPC. `gate` may be null.
+  // `push_batches`: the client opted into SessionResponse{pushes}.
   static SessionStream* Start(SessionHub* hub, ExposureFilterHandlers* handlers,
-                              AdmissionGate* gate);
+                              AdmissionGate* gate, bool push_batches);
 
   SessionStream(SessionHub* hub, ExposureFilterHandlers* handlers,
-                AdmissionGate* gate);
+                AdmissionGate* gate, bool push_batches);
+
+  // A run of queued pushes sent as one message is at most this many
+  // pushes and bytes (a push bigger than that goes alone). Past a few
+  // dozen pushes the per-message cost a batch saves is already shared
+  // out; the bound keeps one message, the copy that builds it and the
+  // client's parse of it small next to a client's default 4 MiB receive
+  // limit, and keeps a batch from holding back answers queued behind it
+  // for longer than a few HTTP/2 windows.
+  static constexpr size_t kMaxBatchPushes = 256;
+  static constexpr size_t kMaxBatchBytes = 256 * 1024;
   ~SessionStream() override;
 
   // --- From the hub's apply path (under its shard lock) -----------------
@@ -111,6 +129,11 @@ class SessionStream final
     size_t bytes = 0;
     Kind kind = Kind::kAnswer;
   };
+  // Takes the run of pushes at the queue's front (at least two, within
+  // the batch bounds) for one SessionResponse{pushes}: false, taking
+  // nothing, when there is no such run.
+  bool TakePushRunLocked(std::vector<grpc::ByteBuffer>* run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // grpc::ServerBidiReactor.
   void OnReadDone(bool ok) override;
@@ -158,6 +181,7 @@ class SessionStream final
   SessionHub* const hub_;
   ExposureFilterHandlers* const handlers_;
   AdmissionGate* const gate_;
+  const bool push_batches_;
   std::shared_ptr<SessionStream> self_;  // until OnDone
 
   // The subscription set. Held across a subscribe's pull (store lock

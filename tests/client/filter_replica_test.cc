@@ -2,7 +2,8 @@
 // answers after the first snapshot, pushed writes filtered with no call,
 // deletes, aging across a slice boundary, leases, the byte bound, a broken
 // stream; and against a scripted fake, a sequence gap detected and
-// resynced.
+// resynced, and push batches applied push by push (a gap inside one
+// detected).
 #include "exposure_filter/filter_replica.h"
 
 #include <grpcpp/grpcpp.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/item_hash.h"
+#include "exposure_filter/session_push_batches.h"
 #include "gtest/gtest.h"
 #include "src/filter/filter_encoder.h"
 #include "src/filter/filter_policy.h"
@@ -156,6 +158,43 @@ TEST_F(FilterReplicaTest, ItemsNotedAsShownAreFilteredBeforeTheirPush) {
   // u2 was not subscribed by the note: its first check waits for a
   // snapshot, which does not hold 9.
   EXPECT_EQ(Check(*r, "u2", {9}), (std::vector<uint8_t>{1}));
+}
+
+// One RecordExposure naming several held users: the server queues all
+// their pushes before writing any, and sends them to the replica (which
+// opts in) as one SessionPushes; each push is applied as if alone.
+TEST_F(FilterReplicaTest, APushBatchIsAppliedPushByPush) {
+  auto r = Replica();
+  constexpr int kUsers = 4;
+  for (int u = 0; u < kUsers; ++u) {
+    EXPECT_EQ(Check(*r, absl::StrCat("u", u), {10, 20}),
+              (std::vector<uint8_t>{1, 1}));
+  }
+  v1::RecordExposureRequest req;
+  req.set_surface("h");
+  for (uint64_t id : {10, 20}) {
+    for (int u = 0; u < kUsers; ++u) {
+      v1::Exposure* e = req.add_exposures();
+      e->set_user_id(absl::StrCat("u", u));
+      e->add_item_ids(id);
+    }
+  }
+  v1::RecordExposureResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->RecordExposure(&ctx, req, &resp).ok());
+  ASSERT_TRUE(r->Sync().ok());
+  for (int u = 0; u < kUsers; ++u) {
+    CheckPath path = CheckPath::kUnary;
+    EXPECT_EQ(Check(*r, absl::StrCat("u", u), {10, 20, 30}, &path),
+              (std::vector<uint8_t>{0, 0, 1}))
+        << "u" << u;
+    EXPECT_EQ(path, CheckPath::kLocal);
+  }
+  const FilterReplicaStats st = r->stats();
+  EXPECT_EQ(st.pushes, 2u * kUsers);
+  EXPECT_EQ(st.pushed_items, 2u * kUsers);
+  EXPECT_EQ(st.gaps, 0u);
+  EXPECT_EQ(st.stream_checks + st.unary_checks, 0u);
 }
 
 TEST_F(FilterReplicaTest, ADeleteOnTheServerEmptiesTheCopy) {
@@ -463,6 +502,80 @@ class ResyncScriptService final : public v1::ExposureFilter::Service {
   }
   std::atomic<int> pings_after_snapshot_{0};
 };
+
+// Answers a subscribe with a snapshot at 0 and one SessionPushes: pushes 1
+// and 2 of the user (items 1, 2), then, when the replica's stream did not
+// opt in, nothing more. With `gap`, the batch's second push is at 3.
+class BatchScriptService final : public v1::ExposureFilter::Service {
+ public:
+  explicit BatchScriptService(bool gap) : gap_(gap) {}
+  grpc::Status Session(grpc::ServerContext* ctx,
+                       SessionStreamRw* stream) override {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find(kSessionPushBatchesMetadataKey);
+    opted_in_ = it != md.end() && it->second == "1";
+    v1::SessionRequest req;
+    while (stream->Read(&req)) {
+      if (req.has_ping()) {
+        stream->Write(Pong(req.request_id()));
+      } else if (req.has_filter()) {
+        stream->Write(KeepAllBut(req.request_id(), req.filter(), 1));
+      } else if (req.has_subscribe()) {
+        const int n = ++subscribes_;
+        stream->Write(
+            EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
+        if (n > 1 || !opted_in_) continue;
+        v1::SessionResponse batch;
+        for (uint64_t seq : {uint64_t{1}, gap_ ? uint64_t{3} : uint64_t{2}}) {
+          v1::SessionPush* p = batch.mutable_pushes()->add_pushes();
+          p->set_surface(req.subscribe().surface());
+          p->set_user_id(req.subscribe().user_id());
+          p->set_sequence(seq);
+          p->set_event_time_ms(kNowMs);
+          p->add_item_hashes(HashItemId(seq));
+        }
+        stream->Write(batch);
+      }
+    }
+    return grpc::Status::OK;
+  }
+  const bool gap_;
+  std::atomic<bool> opted_in_{false};
+  std::atomic<int> subscribes_{0};
+};
+
+TEST(FilterReplicaBatchTest, TheStreamOptsInAndABatchIsAppliedInOrder) {
+  BatchScriptService service(/*gap=*/false);
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
+  std::vector<uint8_t> keep(3);
+  ASSERT_TRUE(s.replica->Check("h", "u1", {1, 2, 3}, {}, keep.data()).ok());
+  EXPECT_TRUE(service.opted_in_) << "no x-exposure-session-push-batches: 1";
+  ASSERT_TRUE(s.replica->Sync().ok());
+  CheckPath path = CheckPath::kUnary;
+  ASSERT_TRUE(
+      s.replica->Check("h", "u1", {1, 2, 3}, {}, keep.data(), &path).ok());
+  EXPECT_EQ(keep, (std::vector<uint8_t>{0, 0, 1}));
+  EXPECT_EQ(path, CheckPath::kLocal);
+  EXPECT_EQ(s.replica->stats().pushes, 2u);
+  EXPECT_EQ(s.replica->stats().gaps, 0u);
+  EXPECT_EQ(service.subscribes_, 1);
+}
+
+TEST(FilterReplicaBatchTest, AGapInsideABatchIsDetectedAndResynced) {
+  BatchScriptService service(/*gap=*/true);
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
+  std::vector<uint8_t> keep(1);
+  ASSERT_TRUE(s.replica->Check("h", "u1", {1}, {}, keep.data()).ok());
+  for (int i = 0; i < 500 && service.subscribes_ < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service.subscribes_, 2) << "resubscribed after the gap";
+  ASSERT_TRUE(s.replica->Sync().ok());
+  EXPECT_EQ(s.replica->stats().gaps, 1u);
+  EXPECT_EQ(s.replica->stats().snapshots, 2u);
+}
 
 TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {
   ResyncScriptService service;

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -58,13 +59,16 @@ inline std::vector<uint8_t> ServerKeep(exposure::v1::ExposureFilter::Stub* stub,
 
 class SessionTestClient {
  public:
-  // Opens a stream on `channel`; the reader starts at once unless
-  // `start_reading` is false (then call StartReading()).
-  explicit SessionTestClient(const std::shared_ptr<grpc::Channel>& channel,
-                             bool start_reading = true)
+  // Opens a stream on `channel` with `metadata` (key, value pairs); the
+  // reader starts at once unless `start_reading` is false (then call
+  // StartReading()).
+  explicit SessionTestClient(
+      const std::shared_ptr<grpc::Channel>& channel, bool start_reading = true,
+      const std::vector<std::pair<std::string, std::string>>& metadata = {})
       : stub_(exposure::v1::ExposureFilter::NewStub(channel)) {
     ctx_.set_deadline(std::chrono::system_clock::now() +
                       std::chrono::seconds(120));
+    for (const auto& [key, value] : metadata) ctx_.AddMetadata(key, value);
     stream_ = stub_->Session(&ctx_);
     if (start_reading) StartReading();
   }

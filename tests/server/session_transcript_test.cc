@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -64,9 +65,11 @@ class SessionTranscriptTest : public ::testing::TestWithParam<const char*> {
     stub_ = v1::ExposureFilter::NewStub(channel_);
   }
 
-  // `! record <surface> <user> <event_time_ms> <id>...`, `! delete
+  // `! record <surface> <user> <event_time_ms> <id>... [| <user>
+  // <event_time_ms> <id>...]...` (several users: one call), `! delete
   // <surface> <user>`, `! advance <duration>`, `! tick` (the housekeeping
-  // pass: leases).
+  // pass: leases), `! metadata <key> <value>` (read before the stream
+  // opens, by the test).
   void Command(const std::string& line, int number) {
     std::vector<std::string> w =
         absl::StrSplit(line, ' ', absl::SkipWhitespace());
@@ -79,15 +82,22 @@ class SessionTranscriptTest : public ::testing::TestWithParam<const char*> {
       ASSERT_GE(w.size(), 5u) << "line " << number;
       v1::RecordExposureRequest req;
       req.set_surface(surface(w[1]));
-      v1::Exposure* e = req.add_exposures();
-      e->set_user_id(w[2]);
-      int64_t event = 0;
-      ASSERT_TRUE(absl::SimpleAtoi(w[3], &event)) << "line " << number;
-      e->set_event_time_ms(event);
-      for (size_t i = 4; i < w.size(); ++i) {
-        uint64_t id = 0;
-        ASSERT_TRUE(absl::SimpleAtoi(w[i], &id)) << "line " << number;
-        e->add_item_ids(id);
+      // Each exposure: <user> <event_time_ms> <id>..., the next after "|".
+      for (size_t at = 2; at < w.size();) {
+        size_t end = at;
+        while (end < w.size() && w[end] != "|") ++end;
+        ASSERT_GE(end - at, 3u) << "line " << number;
+        v1::Exposure* e = req.add_exposures();
+        e->set_user_id(w[at]);
+        int64_t event = 0;
+        ASSERT_TRUE(absl::SimpleAtoi(w[at + 1], &event)) << "line " << number;
+        e->set_event_time_ms(event);
+        for (size_t i = at + 2; i < end; ++i) {
+          uint64_t id = 0;
+          ASSERT_TRUE(absl::SimpleAtoi(w[i], &id)) << "line " << number;
+          e->add_item_ids(id);
+        }
+        at = end + 1;
       }
       v1::RecordExposureResponse resp;
       grpc::ClientContext ctx;
@@ -109,11 +119,17 @@ class SessionTranscriptTest : public ::testing::TestWithParam<const char*> {
       clock_.Advance(d);
     } else if (w[0] == "tick") {
       server_->session_hub().Tick(server_->store().clock().MonotonicMs());
+    } else if (w[0] == "metadata") {
+      ASSERT_EQ(w.size(), 3u) << "line " << number;
+      ASSERT_FALSE(stream_opened_)
+          << "line " << number << ": metadata after the first request";
     } else {
       FAIL() << "line " << number << ": unknown command " << w[0];
     }
   }
 
+  // A `>` line was replayed: the stream's metadata is sent.
+  bool stream_opened_ = false;
   ManualClock clock_{kNowMs};
   std::unique_ptr<ExposureFilterServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -128,7 +144,16 @@ TEST_P(SessionTranscriptTest, ServerAnswersAsTheTranscriptSays) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   const bool regenerate =
       std::getenv("EF_REGENERATE_SESSION_TRANSCRIPTS") != nullptr;
-  SessionTestClient client(channel_);
+  // The stream opens (and sends its metadata) before the first line runs.
+  std::vector<std::pair<std::string, std::string>> metadata;
+  for (const std::string& line : lines) {
+    std::vector<std::string> w =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (w.size() == 4 && w[0] == "!" && w[1] == "metadata") {
+      metadata.emplace_back(w[2], w[3]);
+    }
+  }
+  SessionTestClient client(channel_, /*start_reading=*/true, metadata);
   int responses = 0;
   for (size_t n = 0; n < lines.size(); ++n) {
     const int number = static_cast<int>(n) + 1;
@@ -138,6 +163,7 @@ TEST_P(SessionTranscriptTest, ServerAnswersAsTheTranscriptSays) {
     if (line[0] == '!') {
       Command(body, number);
     } else if (line[0] == '>') {
+      stream_opened_ = true;
       v1::SessionRequest req;
       ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(body, &req))
           << path << ":" << number << ": not a SessionRequest";
@@ -174,7 +200,8 @@ TEST_P(SessionTranscriptTest, ServerAnswersAsTheTranscriptSays) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, SessionTranscriptTest,
                          ::testing::Values("subscribe_and_push", "errors",
-                                           "filter_versions_and_leases"));
+                                           "filter_versions_and_leases",
+                                           "push_batches/two_users"));
 
 }  // namespace
 }  // namespace exposure_filter
