@@ -451,6 +451,21 @@ class GapScriptService final : public v1::ExposureFilter::Service {
   std::atomic<int> subscribes_{0};
 };
 
+// Checks u1 (its subscribe), then waits for the resubscribe that the
+// script's gap must cause: one gap counted, a second snapshot taken.
+void ExpectOneGapResynced(FilterReplica* replica,
+                          const std::atomic<int>& subscribes) {
+  std::vector<uint8_t> keep(1);
+  ASSERT_TRUE(replica->Check("h", "u1", {1}, {}, keep.data()).ok());
+  for (int i = 0; i < 500 && subscribes < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(subscribes, 2) << "resubscribed after the gap";
+  ASSERT_TRUE(replica->Sync().ok());
+  EXPECT_EQ(replica->stats().gaps, 1u);
+  EXPECT_EQ(replica->stats().snapshots, 2u);
+}
+
 TEST(FilterReplicaGapTest, AGapIsDetectedAndResynced) {
   GapScriptService service;
   Scripted s(&service);
@@ -460,14 +475,8 @@ TEST(FilterReplicaGapTest, AGapIsDetectedAndResynced) {
   // is answered before or after the resync depends on timing, and this
   // script's resync snapshot does not hold it, so only the outcome of the
   // gap is checked.
-  ASSERT_TRUE(s.replica->Check("h", "u1", {1}, {}, keep.data()).ok());
-  for (int i = 0; i < 500 && service.subscribes_ < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(service.subscribes_, 2) << "resubscribed after the gap";
-  ASSERT_TRUE(s.replica->Sync().ok());
-  EXPECT_EQ(s.replica->stats().gaps, 1u);
-  EXPECT_EQ(s.replica->stats().snapshots, 2u);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectOneGapResynced(s.replica.get(), service.subscribes_));
   CheckPath path = CheckPath::kUnary;
   ASSERT_TRUE(s.replica->Check("h", "u1", {5}, {}, keep.data(), &path).ok());
   EXPECT_EQ(path, CheckPath::kLocal) << "synced again by the new snapshot";
@@ -566,15 +575,8 @@ TEST(FilterReplicaBatchTest, AGapInsideABatchIsDetectedAndResynced) {
   BatchScriptService service(/*gap=*/true);
   Scripted s(&service);
   ASSERT_NE(s.replica, nullptr);
-  std::vector<uint8_t> keep(1);
-  ASSERT_TRUE(s.replica->Check("h", "u1", {1}, {}, keep.data()).ok());
-  for (int i = 0; i < 500 && service.subscribes_ < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(service.subscribes_, 2) << "resubscribed after the gap";
-  ASSERT_TRUE(s.replica->Sync().ok());
-  EXPECT_EQ(s.replica->stats().gaps, 1u);
-  EXPECT_EQ(s.replica->stats().snapshots, 2u);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectOneGapResynced(s.replica.get(), service.subscribes_));
 }
 
 TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {

@@ -33,6 +33,7 @@ namespace exposure_filter {
 namespace {
 
 namespace v1 = exposure::v1;
+using testing::RecordItems;
 using testing::SessionTestClient;
 
 constexpr int64_t kNowMs = 1'700'000'000'000;
@@ -98,14 +99,7 @@ class SessionPushBatchesTest : public ::testing::Test {
   }
 
   void Record(const std::string& user, uint64_t first, int n) {
-    v1::RecordExposureRequest req;
-    req.set_surface("h");
-    v1::Exposure* e = req.add_exposures();
-    e->set_user_id(user);
-    for (int i = 0; i < n; ++i) e->add_item_ids(first + i);
-    v1::RecordExposureResponse resp;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub_->RecordExposure(&ctx, req, &resp).ok());
+    ASSERT_TRUE(RecordItems(stub_.get(), user, first, n));
   }
 
   ManualClock clock_{kNowMs};

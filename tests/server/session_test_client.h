@@ -57,6 +57,20 @@ inline std::vector<uint8_t> ServerKeep(exposure::v1::ExposureFilter::Stub* stub,
   return keep;
 }
 
+// Records items first .. first + n - 1 for the user on surface "h" (the
+// session tests' surface) in one call; true when the server acknowledged.
+inline bool RecordItems(exposure::v1::ExposureFilter::Stub* stub,
+                        const std::string& user, uint64_t first, int n) {
+  exposure::v1::RecordExposureRequest req;
+  req.set_surface("h");
+  exposure::v1::Exposure* e = req.add_exposures();
+  e->set_user_id(user);
+  for (int i = 0; i < n; ++i) e->add_item_ids(first + i);
+  exposure::v1::RecordExposureResponse resp;
+  grpc::ClientContext ctx;
+  return stub->RecordExposure(&ctx, req, &resp).ok();
+}
+
 class SessionTestClient {
  public:
   // Opens a stream on `channel` with `metadata` (key, value pairs); the
