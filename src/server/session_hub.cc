@@ -215,6 +215,8 @@ SessionCounters SessionHub::counters() const {
   c.pushes = get(Count::kPush);
   c.pushed_items = pushed_items_.load(std::memory_order_relaxed);
   c.pushes_dropped = get(Count::kPushDropped);
+  c.push_batches = get(Count::kPushBatch);
+  c.pushes_batched = get(Count::kPushBatched);
   c.snapshots_full = get(Count::kSnapshotFull);
   c.snapshots_not_modified = get(Count::kSnapshotNotModified);
   c.resyncs = get(Count::kResync);
@@ -267,6 +269,13 @@ std::vector<prometheus::MetricFamily> SessionHub::Collect() const {
          "Pushes not queued because their subscription awaited a snapshot "
          "(which holds the write).",
          MetricType::Counter, static_cast<double>(c.pushes_dropped));
+  scalar("exposure_filter_session_push_batches_total",
+         "SessionResponse.pushes messages written (streams opened with "
+         "x-exposure-session-push-batches: 1).",
+         MetricType::Counter, static_cast<double>(c.push_batches));
+  scalar("exposure_filter_session_pushes_batched_total",
+         "Pushes written inside those batches.", MetricType::Counter,
+         static_cast<double>(c.pushes_batched));
   labelled(
       "exposure_filter_session_snapshots_total",
       "Snapshots queued: full filters, or not_modified.", "kind",

@@ -44,6 +44,8 @@ struct SessionCounters {
   uint64_t pushes = 0;          // pushes queued (per write and subscriber)
   uint64_t pushed_items = 0;    // item hashes in them
   uint64_t pushes_dropped = 0;  // not queued: subscription awaiting snapshot
+  uint64_t push_batches = 0;    // SessionResponse.pushes messages written
+  uint64_t pushes_batched = 0;  // pushes sent inside them
   uint64_t snapshots_full = 0;
   uint64_t snapshots_not_modified = 0;
   uint64_t resyncs = 0;  // queue overflows answered by a resync
@@ -144,6 +146,8 @@ class SessionHub final : public StoreApplyObserver,
   enum class Count {
     kPush,
     kPushDropped,
+    kPushBatch,
+    kPushBatched,
     kSnapshotFull,
     kSnapshotNotModified,
     kResync,

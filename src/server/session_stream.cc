@@ -687,6 +687,8 @@ void SessionStream::KickOnce() {
     MutexLock lock(&mu_);
     if (done_ || finished_ || writing_) return;
     if (TakePushRunLocked(&run)) {
+      hub_->Bump(SessionHub::Count::kPushBatch);
+      hub_->Bump(SessionHub::Count::kPushBatched, run.size());
       writing_ = true;
     } else if (!queue_.empty()) {
       Queued& next = queue_.front();

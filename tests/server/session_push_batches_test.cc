@@ -209,6 +209,9 @@ TEST_F(SessionPushBatchesTest, OneWriteToSeveralUsersIsOneBatch) {
     EXPECT_EQ(p.item_hashes(0), HashItemId(100 * (p.sequence() - 1) + u));
   }
   for (int u = 0; u < kUsers; ++u) EXPECT_EQ(last[u], 2u);
+  const SessionCounters n = server_->session_hub().counters();
+  EXPECT_EQ(n.push_batches, 1u);
+  EXPECT_EQ(n.pushes_batched, 2u * kUsers);
 }
 
 // Metadata with another value is not an opt-in: a client that would not
