@@ -104,6 +104,9 @@ ABSL_FLAG(double, background_users_per_s, 1000,
 ABSL_FLAG(int, background_items, 20, "items per background user write");
 ABSL_FLAG(int, writer_users, 100000, "background users bench-w0..N-1");
 ABSL_FLAG(int, max_batch_users, 1000, "users per writer call at most");
+ABSL_FLAG(absl::Duration, writer_linger, absl::ZeroDuration(),
+          "how long the writer lets the oldest queued write wait for others "
+          "to join its call (a Kafka producer's linger.ms)");
 ABSL_FLAG(absl::Duration, staleness_bound, absl::Milliseconds(100),
           "false negatives are split at this age of the write");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(5), "measured phase");
@@ -540,13 +543,15 @@ int Main() {
       absl::GetFlag(FLAGS_background_users_per_s) < 0 ||
       absl::GetFlag(FLAGS_writer_users) <= 0 ||
       absl::GetFlag(FLAGS_max_batch_users) <= 0 ||
+      absl::GetFlag(FLAGS_writer_linger) < absl::ZeroDuration() ||
       absl::GetFlag(FLAGS_background_items) <= 0) {
     return fail(
         "--users (>= --threads x --sessions_per_thread), --candidates, "
         "--session_requests, --threads, --sessions_per_thread, --writer_users, "
         "--max_batch_users, --background_items "
         "must be positive; --exposures_per_user, --shown, "
-        "--background_users_per_s >= 0; --exposed_fraction in [0, 1]");
+        "--background_users_per_s, --writer_linger >= 0; --exposed_fraction "
+        "in [0, 1]");
   }
   o.users = static_cast<uint32_t>(users);
   o.exposures = static_cast<uint32_t>(exposures);
@@ -568,6 +573,7 @@ int Main() {
   }
   FeedWriterOptions wo;
   wo.max_batch_users = absl::GetFlag(FLAGS_max_batch_users);
+  wo.linger = absl::GetFlag(FLAGS_writer_linger);
   wo.background_users_per_s = absl::GetFlag(FLAGS_background_users_per_s);
   wo.background_items = absl::GetFlag(FLAGS_background_items);
   wo.background_user_pool = absl::GetFlag(FLAGS_writer_users);
@@ -692,6 +698,8 @@ int Main() {
       ",\"threads\":", o.threads, ",\"note_shown\":",
       o.system == "session" && o.note_shown ? "true" : "false",
       ",\"sessions_per_thread\":", o.sessions_per_thread,
+      ",\"writer_linger_ms\":",
+      Num(absl::ToDoubleMilliseconds(absl::GetFlag(FLAGS_writer_linger))),
       ",\"candidates\":", o.candidates, ",\"users\":", o.users,
       ",\"seconds\":", Num(seconds), ",\"requests\":", all.requests,
       ",\"sessions\":", all.sessions,

@@ -44,6 +44,11 @@ void FeedWriter::Submit(WriteEntry* entry) {
     entry->ticket->done.Notify();
     return;
   }
+  Enqueue(entry);
+}
+
+void FeedWriter::Enqueue(WriteEntry* entry) {
+  if (queue_.empty()) oldest_queued_ = absl::Now();
   queue_.push_back(entry);
 }
 
@@ -58,10 +63,19 @@ void FeedWriter::WriterLoop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping, nothing left
+      if (options_.linger > absl::ZeroDuration()) {
+        auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || queue_.size() >= options_.max_batch_users;
+        };
+        mu_.AwaitWithDeadline(absl::Condition(&full),
+                              oldest_queued_ + options_.linger);
+      }
       while (!queue_.empty() && batch.size() < options_.max_batch_users) {
         batch.push_back(queue_.front());
         queue_.pop_front();
       }
+      // Entries left behind (a full call) start the next call's linger.
+      if (!queue_.empty()) oldest_queued_ = absl::Now();
     }
     const absl::Status s = sink_(batch);
     const auto acked = std::chrono::steady_clock::now();
@@ -109,7 +123,7 @@ void FeedWriter::BackgroundLoop() {
         continue;
       }
       ++background_queued_;
-      queue_.push_back(e.release());
+      Enqueue(e.release());
     }
   }
 }

@@ -4,8 +4,12 @@
 // waits for the write's acknowledgement (the user's next feed request
 // comes after the write); the writer takes everything queued (up to
 // `max_batch_users` users) into one call, so a call carries many users
-// whenever they are waiting. A background generator adds other users'
-// exposures at a steady rate through the same writer, without waiting.
+// whenever they are waiting. With a `linger`, it first waits that long
+// after the oldest queued entry for more to arrive (a Kafka producer's
+// linger.ms): a production logger batches the exposures of a whole fleet,
+// where a feed loop of a few dozen sessions would otherwise send a call
+// per handful of users. A background generator adds other users' exposures
+// at a steady rate through the same writer, without waiting.
 #ifndef EXPOSURE_FILTER_BENCH_LOADGEN_FEED_WRITER_H_
 #define EXPOSURE_FILTER_BENCH_LOADGEN_FEED_WRITER_H_
 
@@ -24,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace exposure_filter::bench {
@@ -45,6 +50,9 @@ using WriteSink = std::function<absl::Status(absl::Span<WriteEntry* const>)>;
 
 struct FeedWriterOptions {
   size_t max_batch_users = 1000;
+  // How long the oldest queued entry may wait for others to join its call
+  // (0: send what is queued as soon as the previous call returns).
+  absl::Duration linger = absl::ZeroDuration();
   double background_users_per_s = 0;
   int background_items = 20;
   uint32_t background_user_pool = 100000;  // bench-w0 .. bench-wN-1
@@ -79,12 +87,15 @@ class FeedWriter {
 
  private:
   void WriterLoop();
+  void Enqueue(WriteEntry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BackgroundLoop();
 
   const FeedWriterOptions options_;
   const WriteSink sink_;
   mutable absl::Mutex mu_;
   std::deque<WriteEntry*> queue_ ABSL_GUARDED_BY(mu_);
+  // When the oldest entry of queue_ was queued (the linger's start).
+  absl::Time oldest_queued_ ABSL_GUARDED_BY(mu_);
   // Background entries are owned here until written.
   size_t background_queued_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
