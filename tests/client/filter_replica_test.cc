@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -418,12 +420,22 @@ struct Scripted {
 using SessionStreamRw =
     grpc::ServerReaderWriter<v1::SessionResponse, v1::SessionRequest>;
 
-// Snapshot at 0, then pushes 1 and 3 (push 2 lost); after the replica's
-// second subscribe, a snapshot at 3.
-class GapScriptService final : public v1::ExposureFilter::Service {
+// Answers pings, filter requests (every candidate but item 1 kept) and
+// subscribes: a snapshot at 0 for the first, followed by whatever the
+// script's `after_first` writes, and a snapshot at 3 for any later one
+// (the replica's resync). Records whether the stream opted into push
+// batches.
+class ScriptedSessionService final : public v1::ExposureFilter::Service {
  public:
-  grpc::Status Session(grpc::ServerContext* /*ctx*/,
+  using AfterFirstSubscribe = std::function<void(
+      const v1::SessionSubscribe&, bool opted_in, SessionStreamRw*)>;
+  explicit ScriptedSessionService(AfterFirstSubscribe after_first)
+      : after_first_(std::move(after_first)) {}
+  grpc::Status Session(grpc::ServerContext* ctx,
                        SessionStreamRw* stream) override {
+    const auto& md = ctx->client_metadata();
+    auto it = md.find(kSessionPushBatchesMetadataKey);
+    opted_in_ = it != md.end() && it->second == "1";
     v1::SessionRequest req;
     while (stream->Read(&req)) {
       if (req.has_ping()) {
@@ -434,22 +446,36 @@ class GapScriptService final : public v1::ExposureFilter::Service {
         const int n = ++subscribes_;
         stream->Write(
             EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
-        if (n > 1) continue;
-        for (uint64_t seq : {1, 3}) {
-          v1::SessionResponse p;
-          p.mutable_push()->set_surface(req.subscribe().surface());
-          p.mutable_push()->set_user_id(req.subscribe().user_id());
-          p.mutable_push()->set_sequence(seq);
-          p.mutable_push()->set_event_time_ms(kNowMs);
-          p.mutable_push()->add_item_hashes(HashItemId(seq));
-          stream->Write(p);
-        }
+        if (n == 1) after_first_(req.subscribe(), opted_in_, stream);
       }
     }
     return grpc::Status::OK;
   }
+  std::atomic<bool> opted_in_{false};
   std::atomic<int> subscribes_{0};
+
+ private:
+  const AfterFirstSubscribe after_first_;
 };
+
+// Push `seq` of the subscribed user: item `seq`, now.
+void SetPush(const v1::SessionSubscribe& s, uint64_t seq, v1::SessionPush* p) {
+  p->set_surface(s.surface());
+  p->set_user_id(s.user_id());
+  p->set_sequence(seq);
+  p->set_event_time_ms(kNowMs);
+  p->add_item_hashes(HashItemId(seq));
+}
+
+// Pushes 1 and 3, one by one: push 2 was lost.
+void PushesWithAGap(const v1::SessionSubscribe& s, bool /*opted_in*/,
+                    SessionStreamRw* stream) {
+  for (uint64_t seq : {1, 3}) {
+    v1::SessionResponse r;
+    SetPush(s, seq, r.mutable_push());
+    stream->Write(r);
+  }
+}
 
 // Checks u1 (its subscribe), then waits for the resubscribe that the
 // script's gap must cause: one gap counted, a second snapshot taken.
@@ -467,7 +493,7 @@ void ExpectOneGapResynced(FilterReplica* replica,
 }
 
 TEST(FilterReplicaGapTest, AGapIsDetectedAndResynced) {
-  GapScriptService service;
+  ScriptedSessionService service(PushesWithAGap);
   Scripted s(&service);
   ASSERT_NE(s.replica, nullptr);
   std::vector<uint8_t> keep(1);
@@ -512,49 +538,22 @@ class ResyncScriptService final : public v1::ExposureFilter::Service {
   std::atomic<int> pings_after_snapshot_{0};
 };
 
-// Answers a subscribe with a snapshot at 0 and one SessionPushes: pushes 1
-// and 2 of the user (items 1, 2), then, when the replica's stream did not
-// opt in, nothing more. With `gap`, the batch's second push is at 3.
-class BatchScriptService final : public v1::ExposureFilter::Service {
- public:
-  explicit BatchScriptService(bool gap) : gap_(gap) {}
-  grpc::Status Session(grpc::ServerContext* ctx,
-                       SessionStreamRw* stream) override {
-    const auto& md = ctx->client_metadata();
-    auto it = md.find(kSessionPushBatchesMetadataKey);
-    opted_in_ = it != md.end() && it->second == "1";
-    v1::SessionRequest req;
-    while (stream->Read(&req)) {
-      if (req.has_ping()) {
-        stream->Write(Pong(req.request_id()));
-      } else if (req.has_filter()) {
-        stream->Write(KeepAllBut(req.request_id(), req.filter(), 1));
-      } else if (req.has_subscribe()) {
-        const int n = ++subscribes_;
-        stream->Write(
-            EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
-        if (n > 1 || !opted_in_) continue;
-        v1::SessionResponse batch;
-        for (uint64_t seq : {uint64_t{1}, gap_ ? uint64_t{3} : uint64_t{2}}) {
-          v1::SessionPush* p = batch.mutable_pushes()->add_pushes();
-          p->set_surface(req.subscribe().surface());
-          p->set_user_id(req.subscribe().user_id());
-          p->set_sequence(seq);
-          p->set_event_time_ms(kNowMs);
-          p->add_item_hashes(HashItemId(seq));
-        }
-        stream->Write(batch);
-      }
+// One SessionPushes: pushes 1 and 2 (items 1, 2), or 1 and 3 with `gap`;
+// nothing to a stream that did not opt in.
+ScriptedSessionService::AfterFirstSubscribe OneBatch(bool gap) {
+  return [gap](const v1::SessionSubscribe& s, bool opted_in,
+               SessionStreamRw* stream) {
+    if (!opted_in) return;
+    v1::SessionResponse batch;
+    for (uint64_t seq : {uint64_t{1}, gap ? uint64_t{3} : uint64_t{2}}) {
+      SetPush(s, seq, batch.mutable_pushes()->add_pushes());
     }
-    return grpc::Status::OK;
-  }
-  const bool gap_;
-  std::atomic<bool> opted_in_{false};
-  std::atomic<int> subscribes_{0};
-};
+    stream->Write(batch);
+  };
+}
 
 TEST(FilterReplicaBatchTest, TheStreamOptsInAndABatchIsAppliedInOrder) {
-  BatchScriptService service(/*gap=*/false);
+  ScriptedSessionService service(OneBatch(/*gap=*/false));
   Scripted s(&service);
   ASSERT_NE(s.replica, nullptr);
   std::vector<uint8_t> keep(3);
@@ -572,7 +571,7 @@ TEST(FilterReplicaBatchTest, TheStreamOptsInAndABatchIsAppliedInOrder) {
 }
 
 TEST(FilterReplicaBatchTest, AGapInsideABatchIsDetectedAndResynced) {
-  BatchScriptService service(/*gap=*/true);
+  ScriptedSessionService service(OneBatch(/*gap=*/true));
   Scripted s(&service);
   ASSERT_NE(s.replica, nullptr);
   ASSERT_NO_FATAL_FAILURE(
