@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "exposure_filter/session_push_batches.h"
-#include "src/base/inline_completion_loop.h"
 
 namespace exposure_filter {
 
@@ -14,92 +13,44 @@ std::shared_ptr<SessionCall> SessionCall::Start(
   // push on as if it came alone), so the server may batch queued pushes.
   call->ctx_.AddMetadata(kSessionPushBatchesMetadataKey,
                          kSessionPushBatchesMetadataValue);
-  stub->async()->Session(&call->ctx_, call.get());
-  // Writes are started from any thread, not only from reactions: the hold
-  // keeps gRPC from calling OnDone (and freeing the call) while one may
-  // still be started. Removed once the read side has seen the end and no
-  // write is in flight.
-  call->AddHold();
-  call->StartRead(&call->read_msg_);
-  call->StartCall();
+  // Corked: the initial metadata goes with the first request, so starting
+  // the call never blocks on a connection being made.
+  call->ctx_.set_initial_metadata_corked(true);
+  call->stream_ = stub->Session(&call->ctx_);
+  SessionCall* raw = call.get();
+  call->reader_ = std::thread([raw] { raw->ReadLoop(); });
   return call;
 }
 
-bool SessionCall::Send(exposure::v1::SessionRequest request) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (write_failed_ || closing_) return false;
-    out_.push_back(std::move(request));
+bool SessionCall::Send(const exposure::v1::SessionRequest& request) {
+  absl::MutexLock lock(&write_mu_);
+  if (closed_) return false;
+  if (!stream_->Write(request)) {
+    // The stream is broken; the read side sees the end too.
+    closed_ = true;
+    return false;
   }
-  Kick();
   return true;
 }
 
-void SessionCall::Kick() {
-  RunAsLoop(this, [this] { KickOnce(); });
-}
-
-void SessionCall::KickOnce() {
+void SessionCall::ReadLoop() {
+  exposure::v1::SessionResponse r;
+  while (stream_->Read(&r)) listener_->OnResponse(this, r);
+  grpc::Status status;
   {
-    absl::MutexLock lock(&mu_);
-    if (writing_ || write_failed_ || closing_ || out_.empty()) return;
-    write_msg_ = std::move(out_.front());
-    out_.pop_front();
-    writing_ = true;
+    // Finish only once no write is running, and none starts after it.
+    absl::MutexLock lock(&write_mu_);
+    closed_ = true;
+    status = stream_->Finish();
   }
-  StartWrite(&write_msg_);
-}
-
-void SessionCall::OnWriteDone(bool ok) {
-  bool release = false;
-  {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      // The stream is broken; the read side sees the end too.
-      write_failed_ = true;
-      out_.clear();
-    }
-    release = closing_ && !hold_removed_;
-    hold_removed_ |= release;
-  }
-  if (release) {
-    RemoveHold();
-    return;
-  }
-  Kick();
-}
-
-void SessionCall::OnReadDone(bool ok) {
-  if (ok) {
-    listener_->OnResponse(this, read_msg_);
-    StartRead(&read_msg_);
-    return;
-  }
-  // The stream ended: no write starts from now on, and once none is in
-  // flight the hold goes and gRPC can finish the call (OnDone).
-  bool release = false;
-  {
-    absl::MutexLock lock(&mu_);
-    closing_ = true;
-    out_.clear();
-    release = !writing_ && !hold_removed_;
-    hold_removed_ |= release;
-  }
-  if (release) RemoveHold();
+  ended_.store(true, std::memory_order_release);
+  listener_->OnEnded(this, status);
+  done_.Notify();
 }
 
 SessionCall::~SessionCall() {
   Cancel();
-  WaitDone();
-}
-
-void SessionCall::OnDone(const grpc::Status& status) {
-  // gRPC touches nothing of the call after this; the owner, woken by
-  // done_, destroys it on its own thread.
-  ended_.store(true, std::memory_order_release);
-  listener_->OnEnded(this, status);
-  done_.Notify();
+  if (reader_.joinable()) reader_.join();
 }
 
 }  // namespace exposure_filter

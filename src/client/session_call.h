@@ -1,22 +1,29 @@
-// SessionCall: one Session stream (docs/session-stream.md) on gRPC's
-// callback API, for FilterReplica. Requests are queued and written one at
-// a time from any thread; every response is handed to the listener on
-// gRPC's thread as it is read; the listener hears once when the call ends.
+// SessionCall: one Session stream (docs/session-stream.md) for
+// FilterReplica, on gRPC's synchronous API with a reader thread of its own.
+// A request is written on the thread that sends it (one at a time, in the
+// order the writers take the lock); every response is handed to the
+// listener on the reader thread as it is read; the listener hears once
+// when the call ends.
 //
-// The owner's reference is the only one: dropping it cancels the stream and
-// waits for its end, on the owner's thread. The call is never destroyed on
-// gRPC's callback thread, because its ClientContext holds the channel: a
-// channel released there for the last time shuts down the completion queue
-// that thread serves and joins the thread from itself (gRPC's callback
-// queue on Linux), and the thread then runs on a freed queue.
+// Why not the callback API: there every message each way is a hand-off
+// between gRPC's callback threads and the caller (a write completes on
+// another thread, which then starts the next; a read wakes one of gRPC's
+// threads, which wakes the waiting caller). Here the sender writes inline
+// and the reader thread polls the call's own completion queue, so a
+// message costs one wake-up on the receiving side and none on the sending
+// side (docs/performance.md "The feed loop" has the measurement).
+//
+// The owner's reference is the only one: dropping it cancels the stream
+// and joins the reader thread, so it is never dropped from the listener's
+// callbacks (they run on that thread).
 #ifndef EXPOSURE_FILTER_SRC_CLIENT_SESSION_CALL_H_
 #define EXPOSURE_FILTER_SRC_CLIENT_SESSION_CALL_H_
 
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <deque>
 #include <memory>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -25,15 +32,13 @@
 
 namespace exposure_filter {
 
-class SessionCall final
-    : public grpc::ClientBidiReactor<exposure::v1::SessionRequest,
-                                     exposure::v1::SessionResponse> {
+class SessionCall final {
  public:
   class Listener {
    public:
     virtual ~Listener() = default;
-    // On gRPC's thread, one response at a time, in stream order. The
-    // stream opts into push batches: a listener must take
+    // On the call's reader thread, one response at a time, in stream
+    // order. The stream opts into push batches: a listener must take
     // SessionResponse{pushes} as its pushes, one by one.
     virtual void OnResponse(const SessionCall* call,
                             const exposure::v1::SessionResponse& r) = 0;
@@ -46,8 +51,11 @@ class SessionCall final
   static std::shared_ptr<SessionCall> Start(
       exposure::v1::ExposureFilter::Stub* stub, Listener* listener);
 
-  // Queues `request`; false once the stream is ending.
-  bool Send(exposure::v1::SessionRequest request);
+  // Writes `request` on this thread, after any write another thread has
+  // started; false once the stream is ending or broken. Blocks while HTTP/2
+  // flow control holds the stream (a server that stops reading); Cancel
+  // releases it.
+  bool Send(const exposure::v1::SessionRequest& request);
   // Ends the stream (CANCELLED) if it has not ended.
   void Cancel() { ctx_.TryCancel(); }
   bool ended() const { return ended_.load(std::memory_order_acquire); }
@@ -55,34 +63,24 @@ class SessionCall final
   void WaitDone() { done_.WaitForNotification(); }
 
   explicit SessionCall(Listener* listener) : listener_(listener) {}
-  // Cancels and waits for the end; never from the listener's callbacks.
-  ~SessionCall() override;
+  // Cancels, waits for the end and joins the reader thread; never from the
+  // listener's callbacks.
+  ~SessionCall();
 
  private:
-  void OnReadDone(bool ok) override;
-  void OnWriteDone(bool ok) override;
-  void OnDone(const grpc::Status& status) override;
-  // Starts the next queued write if none is in flight, as a loop
-  // (inline_completion_loop.h): a write completing inside StartWrite does
-  // not recurse.
-  void Kick();
-  void KickOnce();
+  void ReadLoop();
 
   Listener* const listener_;
   grpc::ClientContext ctx_;
-  exposure::v1::SessionResponse read_msg_;
-  absl::Mutex mu_;
-  std::deque<exposure::v1::SessionRequest> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
-  // The read side saw the end of the stream: nothing more is written.
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  bool hold_removed_ ABSL_GUARDED_BY(mu_) = false;
-  // The request gRPC is writing: set with writing_, read by gRPC until
-  // OnWriteDone.
-  exposure::v1::SessionRequest write_msg_;
+  std::unique_ptr<grpc::ClientReaderWriter<exposure::v1::SessionRequest,
+                                           exposure::v1::SessionResponse>>
+      stream_;
+  absl::Mutex write_mu_;
+  // A write failed or the read side saw the end: nothing more is written.
+  bool closed_ ABSL_GUARDED_BY(write_mu_) = false;
   std::atomic<bool> ended_{false};
   absl::Notification done_;
+  std::thread reader_;
 };
 
 }  // namespace exposure_filter
