@@ -21,7 +21,8 @@
 //   - Answers: every request (the harness numbers them, so ids are unique)
 //     is answered at most once, by the kind its request asks for (a
 //     snapshot of that user or an error for a subscribe, unsubscribed
-//     REQUESTED for an unsubscribe, filter or error, pong, the documented
+//     REQUESTED for an unsubscribe (nothing for a quiet one unless it is
+//     refused; every other one is quiet), filter or error, pong, the documented
 //     INVALID_ARGUMENT for none set); errors name the field. Once the
 //     client has read everything, every request has its answer, except a
 //     subscribe whose snapshot the protocol sends with request_id 0 (it did
@@ -172,6 +173,7 @@ struct Sent {
   // unsubscribe of the same subject followed it.
   int unsolicited_before = 0;
   bool unsubscribed_after = false;
+  bool quiet = false;  // an unsubscribe answered only if refused
 };
 
 class StreamRun {
@@ -360,6 +362,9 @@ class StreamRun {
         v1::SessionUnsubscribe* u = r.mutable_unsubscribe();
         u->set_surface(SurfaceName());
         u->set_user_id(UserId());
+        // Every other one quiet: chosen by count, not by a byte of the
+        // input, so the corpus's seeds keep reading as they were written.
+        u->set_quiet(++unsubscribes_built_ % 2 == 0);
         break;
       }
       case 2: {
@@ -410,6 +415,8 @@ class StreamRun {
       case v1::SessionRequest::kUnsubscribe:
         s.kind = Kind::kUnsubscribe;
         s.subject = {r.unsubscribe().surface(), r.unsubscribe().user_id()};
+        s.quiet = r.unsubscribe().quiet();
+        if (s.quiet) quiet_pending_[id] = s.subject;
         for (auto& [sid, sent] : sent_) {
           if (sent.kind == Kind::kSubscribe && sent.subject == s.subject) {
             sent.unsubscribed_after = true;
@@ -563,7 +570,9 @@ class StreamRun {
       // A subscribe may be covered by a later snapshot of its user
       // (Converge checked it came) or not at all when unsubscribed before
       // its snapshot fit.
-      Require(s.kind == Kind::kSubscribe, "every request is answered");
+      Require(s.kind == Kind::kSubscribe ||
+                  (s.kind == Kind::kUnsubscribe && s.quiet),
+              "every request is answered");
     }
     SessionHub& hub = srv_.server->session_hub();
     Require(hub.queue_peak_messages() <= kQueueMessages + 1,
@@ -629,6 +638,7 @@ class StreamRun {
           std::max(largest_snapshot_, static_cast<int64_t>(r.ByteSizeLong()));
     }
     if (id != 0) {
+      TakeQuietUnsubscribesBefore(id);
       auto it = sent_.find(id);
       Require(it != sent_.end(), "an answer carries a request's id");
       Sent& s = it->second;
@@ -645,6 +655,7 @@ class StreamRun {
                   "a subscribe's snapshot is of its user");
           break;
         case Kind::kUnsubscribe:
+          Require(!s.quiet, "a quiet unsubscribe is answered only if refused");
           Require(r.has_unsubscribed() &&
                       r.unsubscribed().reason() ==
                           v1::SessionUnsubscribed::REQUESTED &&
@@ -693,6 +704,22 @@ class StreamRun {
     }
     if (r.has_unsubscribed()) {
       Held& h = held_[{r.unsubscribed().surface(), r.unsubscribed().user_id()}];
+      h.state = Held::kNone;
+      h.known = false;
+    }
+  }
+
+  // A quiet unsubscribe has no answer to mark where the server carried it
+  // out; the answer to any later request does: the server reads requests
+  // in order and queues each answer as it carries the request out, so
+  // every push of the user queued before the unsubscribe came before that
+  // answer, and none after it. From there the user is not held, as after
+  // unsubscribed.
+  void TakeQuietUnsubscribesBefore(uint64_t id) {
+    for (auto it = quiet_pending_.begin();
+         it != quiet_pending_.end() && it->first < id;
+         it = quiet_pending_.erase(it)) {
+      Held& h = held_[it->second];
       h.state = Held::kNone;
       h.known = false;
     }
@@ -810,6 +837,7 @@ class StreamRun {
   FuzzedDataProvider in_;
   Server& srv_;
   bool push_batches_ = false;
+  int unsubscribes_built_ = 0;
   grpc::ClientContext ctx_;
   std::unique_ptr<
       grpc::ClientReaderWriter<v1::SessionRequest, v1::SessionResponse>>
@@ -823,6 +851,8 @@ class StreamRun {
   std::deque<v1::SessionRequest> outbox_;
   uint64_t last_id_ = 0;
   std::map<uint64_t, Sent> sent_;
+  // Quiet unsubscribes not yet known to be carried out, by request id.
+  std::map<uint64_t, Subject> quiet_pending_;
   std::map<Subject, Held> held_;
   std::map<Subject, std::string> last_version_;
   std::map<std::string, std::shared_ptr<const std::string>> versions_;

@@ -166,6 +166,8 @@ void FilterReplica::Impl::Drop(
     r.set_request_id(next_id_.fetch_add(1, std::memory_order_relaxed));
     r.mutable_unsubscribe()->set_surface(victim->surface);
     r.mutable_unsubscribe()->set_user_id(victim->user_id);
+    // No answer wanted: pushes of a user not held are dropped anyway.
+    r.mutable_unsubscribe()->set_quiet(true);
     call->Send(std::move(r));
   }
 }

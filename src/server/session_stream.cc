@@ -395,13 +395,17 @@ void SessionStream::HandleUnsubscribe(uint64_t id,
   u->set_surface(request.surface());
   u->set_user_id(request.user_id());
   u->set_reason(v1::SessionUnsubscribed::REQUESTED);
+  // A quiet unsubscribe is not answered (the proto's SessionUnsubscribe).
+  const bool answer = !request.quiet();
   MutexLock control(&control_mu_);
   auto it = subs_.find(SessionHub::Key(request.surface(), request.user_id()));
   if (it == subs_.end()) {
-    EnqueueAnswer(response);
+    if (answer) EnqueueAnswer(response);
     return;
   }
-  hub_->Unregister(it->second.get(), [&] { EnqueueAnswer(response); });
+  hub_->Unregister(it->second.get(), [&] {
+    if (answer) EnqueueAnswer(response);
+  });
   hub_->ReleaseSubscription();
   subs_.erase(it);
 }

@@ -424,7 +424,7 @@ using SessionStreamRw =
 // subscribes: a snapshot at 0 for the first, followed by whatever the
 // script's `after_first` writes, and a snapshot at 3 for any later one
 // (the replica's resync). Records whether the stream opted into push
-// batches.
+// batches, and counts unsubscribes (never answered here).
 class ScriptedSessionService final : public v1::ExposureFilter::Service {
  public:
   using AfterFirstSubscribe = std::function<void(
@@ -447,12 +447,17 @@ class ScriptedSessionService final : public v1::ExposureFilter::Service {
         stream->Write(
             EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
         if (n == 1) after_first_(req.subscribe(), opted_in_, stream);
+      } else if (req.has_unsubscribe()) {
+        ++(req.unsubscribe().quiet() ? quiet_unsubscribes_
+                                     : answered_unsubscribes_);
       }
     }
     return grpc::Status::OK;
   }
   std::atomic<bool> opted_in_{false};
   std::atomic<int> subscribes_{0};
+  std::atomic<int> quiet_unsubscribes_{0};
+  std::atomic<int> answered_unsubscribes_{0};
 
  private:
   const AfterFirstSubscribe after_first_;
@@ -576,6 +581,21 @@ TEST(FilterReplicaBatchTest, AGapInsideABatchIsDetectedAndResynced) {
   ASSERT_NE(s.replica, nullptr);
   ASSERT_NO_FATAL_FAILURE(
       ExpectOneGapResynced(s.replica.get(), service.subscribes_));
+}
+
+TEST(FilterReplicaForgetTest, AForgottenUserIsUnsubscribedQuietly) {
+  ScriptedSessionService service(
+      [](const v1::SessionSubscribe&, bool, SessionStreamRw*) {});
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
+  std::vector<uint8_t> keep(1);
+  ASSERT_TRUE(s.replica->Check("h", "u1", {5}, {}, keep.data()).ok());
+  s.replica->Forget("h", "u1");
+  for (int i = 0; i < 500 && service.quiet_unsubscribes_ == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(service.quiet_unsubscribes_, 1);
+  EXPECT_EQ(service.answered_unsubscribes_, 0);
 }
 
 TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {

@@ -201,6 +201,7 @@ TEST_P(SessionTranscriptTest, ServerAnswersAsTheTranscriptSays) {
 INSTANTIATE_TEST_SUITE_P(Golden, SessionTranscriptTest,
                          ::testing::Values("subscribe_and_push", "errors",
                                            "filter_versions_and_leases",
+                                           "quiet_unsubscribe",
                                            "push_batches/two_users"));
 
 }  // namespace

@@ -272,6 +272,16 @@ func TestTranscriptErrors(t *testing.T) {
 	}
 }
 
+func TestTranscriptQuietUnsubscribe(t *testing.T) {
+	// This replica's own unsubscribe is answered; the transcript's quiet
+	// one is not, and nothing it holds depends on the answer.
+	rp := newReplay(t, "quiet_unsubscribe.transcript").run()
+	s := rp.r.Stats()
+	if _, held := rp.r.entries[key{"homefeed", "u1"}]; s.Snapshots != 1 || s.Pushes != 0 || held || rp.checked == 0 {
+		t.Fatalf("stats %+v, u1 held %v, %d candidates compared", s, held, rp.checked)
+	}
+}
+
 func TestEveryTranscriptIsReplayed(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join(testdata(t), "session", "*.transcript"))
 	if err != nil {
@@ -281,7 +291,7 @@ func TestEveryTranscriptIsReplayed(t *testing.T) {
 	for _, n := range names {
 		got = append(got, filepath.Base(n))
 	}
-	want := []string{"errors.transcript", "filter_versions_and_leases.transcript", "subscribe_and_push.transcript"}
+	want := []string{"errors.transcript", "filter_versions_and_leases.transcript", "quiet_unsubscribe.transcript", "subscribe_and_push.transcript"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("transcripts %v, replayed %v", got, want)
 	}

@@ -153,11 +153,21 @@ class SessionTranscriptTest(unittest.TestCase):
                          grpc.StatusCode.RESOURCE_EXHAUSTED)
         self.assertGreater(replay.checked, 0)
 
+    def test_quiet_unsubscribe(self):
+        # This replica's own unsubscribe is answered; the transcript's quiet
+        # one is not, and nothing it holds depends on the answer.
+        replay = Replay(self, "quiet_unsubscribe.transcript").run()
+        s = replay.replica.stats()
+        self.assertEqual((s["snapshots"], s["pushes"]), (1, 0))
+        self.assertNotIn(("homefeed", "u1"), replay.replica._entries)  # pylint: disable=protected-access
+        self.assertGreater(replay.checked, 0)
+
     def test_every_transcript_is_replayed(self):
         self.assertEqual(sorted(f for f in os.listdir(transcript_dir())
                                 if f.endswith(".transcript")),
                          ["errors.transcript",
                           "filter_versions_and_leases.transcript",
+                          "quiet_unsubscribe.transcript",
                           "subscribe_and_push.transcript"])
 
 
