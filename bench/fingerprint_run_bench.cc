@@ -257,6 +257,48 @@ void BM_ClaimIndex(benchmark::State& state) {
 }
 BENCHMARK(BM_ClaimIndex)->ArgsProduct({{333, 2000, 20000}, {0, 1, 2}});
 
+// The whole check a request makes (RemoveClaimedByRuns, whichever way it
+// takes), 5,000 candidates with keep[] reset each time, against two run
+// sets. range(0) = 0: a user's usual shape, one sealed run (b = 21, U rounded
+// up to a multiple of 256 from n / 0.0014, as a seal sizes it) of 2,450
+// codes beside the slice still filling, an open prefix run (b = 19) of 47:
+// 2,497 codes. range(0) = n > 0: BM_ClaimIndex's 7 runs of n codes in all.
+void BM_RemoveClaimedByRuns(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  std::vector<FingerprintRun> runs;
+  std::vector<uint64_t> items;
+  if (n == 0) {
+    constexpr size_t kSealed = 2450;
+    constexpr size_t kOpen = 47;
+    items = RandomHashes(kSealed + kOpen, 5);
+    const std::vector<uint64_t> sealed(items.begin(), items.begin() + kSealed);
+    const std::vector<uint64_t> open(items.begin() + kSealed, items.end());
+    const uint64_t u = (UniverseFor(kSealed, 0.0014) + 255) / 256 * 256;
+    runs.push_back(*FingerprintRun::Build(sealed, 21, u));
+    runs.push_back(*FingerprintRun::Build(open, 19, uint64_t{1} << 19));
+  } else {
+    items = RandomHashes(n, 3 + n);
+    constexpr size_t kRuns = 7;
+    for (size_t r = 0; r < kRuns; ++r) {
+      const std::vector<uint64_t> part(items.begin() + r * n / kRuns,
+                                       items.begin() + (r + 1) * n / kRuns);
+      runs.push_back(MustBuild(part, UniverseFor(part.size(), 0.01 / kRuns)));
+    }
+  }
+  std::vector<FingerprintRunView> views;
+  for (const FingerprintRun& r : runs) views.push_back(r.view());
+  const std::vector<uint64_t> cands = Candidates(items, 4);
+  std::vector<uint8_t> keep(kCandidates);
+  for (auto _ : state) {
+    std::memset(keep.data(), 1, keep.size());
+    RemoveClaimedByRuns(views, cands, keep.data());
+    benchmark::DoNotOptimize(keep.data());
+  }
+  SetPerCandidate(state);
+  state.SetLabel(n == 0 ? "sealed 2,450 + open 47" : "7 runs");
+}
+BENCHMARK(BM_RemoveClaimedByRuns)->Arg(0)->Arg(333)->Arg(2000)->Arg(20000);
+
 }  // namespace
 }  // namespace exposure_filter
 
