@@ -12,14 +12,15 @@
 //   bitmap ~ 5.5 n + m (1.0 p + 1.3 R)
 //   index  ~ 14 n + 0.75 2^E + 3.6 m
 //
-// fitted (least error by hand, within about 10%) to
-// bench/fingerprint_run_bench's BM_ClaimBitmap and BM_ClaimIndex/n/2 at
-// m = 5,000 on a 2.5 GHz Xeon core: a user's usual sealed run plus open
-// prefix run (2,497 codes, R = 2) 33 against 68 us, 2,000 codes in R = 4
-// runs 41 against 55, in R = 7 runs 67 against 55, 333 codes in 7 runs 51
-// against 22. The bitmap wins for few runs, the index for many runs of few
-// codes each (its probe does not grow with R); the constants only place the
-// crossing, both checks being exact.
+// fitted (by hand, within about 10%) to bench/fingerprint_run_bench's
+// BM_ClaimBitmap and BM_ClaimIndex/n/2 at m = 5,000 on a 2.5 GHz Xeon core
+// (best of alternating runs on a shared machine): a user's usual sealed run
+// plus open prefix run (2,497 codes, R = 2) 33 against 68 us, 2,000 codes
+// in R = 4 runs 41 against 55, in R = 7 runs 66 against 55, 333 codes in 7
+// runs 51 against 22, 20,000 codes in 7 runs (4 batches) 198 against 353.
+// The bitmap wins for few runs, the index for many runs of few codes each
+// (its probe does not grow with R); the constants only place the crossing,
+// both checks being exact.
 #ifndef EXPOSURE_FILTER_SRC_FILTER_CLAIM_COST_H_
 #define EXPOSURE_FILTER_SRC_FILTER_CLAIM_COST_H_
 
