@@ -15,9 +15,10 @@
 // fitted (by hand, within about 10%) to bench/fingerprint_run_bench's
 // BM_ClaimBitmap and BM_ClaimIndex/n/2 at m = 5,000 on a 2.5 GHz Xeon core
 // (best of alternating runs on a shared machine): a user's usual sealed run
-// plus open prefix run (2,497 codes, R = 2) 33 against 68 us, 2,000 codes
-// in R = 4 runs 41 against 55, in R = 7 runs 66 against 55, 333 codes in 7
-// runs 51 against 22, 20,000 codes in 7 runs (4 batches) 198 against 353.
+// plus open prefix run (2,497 codes, R = 2) 33 against 68 us; 2,000 codes
+// in R = 7 runs 66 against 55 (in R = 4 runs the bitmap takes 41: the
+// index's cost hardly depends on R); 333 codes in 7 runs 51 against 22;
+// 20,000 codes in 7 runs (4 batches) 198 against 353.
 // The bitmap wins for few runs, the index for many runs of few codes each
 // (its probe does not grow with R); the constants only place the crossing,
 // both checks being exact.
