@@ -34,9 +34,10 @@ namespace exposure_filter {
 class ClaimBitmap {
  public:
   // The bits one batch of runs may take, their universes summed: 2^22, 512
-  // KiB (about what a light user's index holds: ClaimIndex::kKeepCodes).
-  // Runs past that are checked in several batches, each set, probed and
-  // cleared in turn.
+  // KiB per thread, kept between calls (a third of what ClaimIndex may keep
+  // per thread: 2^16 codes' entries, intervals, codes and starts, ~1.5
+  // MiB). Runs past that are checked in several batches, each set, probed
+  // and cleared in turn.
   static constexpr uint64_t kMaxBits = uint64_t{1} << 22;
   // Runs probed per pass over the candidates (each pass unrolled).
   static constexpr size_t kRunsPerPass = 4;
