@@ -19,6 +19,7 @@
 #include "src/filter/bloom_math.h"
 #include "src/filter/bloom_segment.h"
 #include "src/filter/candidate_sort.h"
+#include "src/filter/claim_bitmap.h"
 #include "src/filter/claim_index.h"
 #include "src/filter/fingerprint_run.h"
 #include "src/filter/probe_kernel.h"
@@ -218,44 +219,115 @@ void BM_BatchBloom(benchmark::State& state) {
 }
 BENCHMARK(BM_BatchBloom)->Arg(20)->Arg(333)->Arg(2000)->Arg(50000);
 
-// FilterRecalled's hash join (ClaimIndex) for a user of range(0) items over
-// 7 slices (one run each, 1% split by the union bound as a user's runs are
-// sized: U = n_r / (0.01 / 7)), split into its two halves: range(1) = 0
-// times Build alone (decode every code, file it), 1 the probe of the 5,000
-// candidates alone against the built index, 2 both (what a request does).
+// A user's runs for the checks below. n = 0: a user's usual shape, one
+// sealed run (b = 21, U rounded up to a multiple of 256 from n / 0.0014, as
+// a seal sizes it) of 2,450 codes beside the slice still filling, an open
+// prefix run (b = 19) of 47: 2,497 codes. n > 0: n codes over `runs` runs
+// (b = 32), each at U = n_r / (0.01 / runs) (1% split by the union bound,
+// as a user's runs are sized).
+struct UserRuns {
+  std::vector<FingerprintRun> runs;
+  std::vector<FingerprintRunView> views;
+  std::vector<uint64_t> items;
+  const char* label;
+};
+
+UserRuns MakeUserRuns(size_t n, size_t runs) {
+  UserRuns u;
+  if (n == 0) {
+    constexpr size_t kSealed = 2450;
+    constexpr size_t kOpen = 47;
+    u.items = RandomHashes(kSealed + kOpen, 5);
+    const std::vector<uint64_t> sealed(u.items.begin(),
+                                       u.items.begin() + kSealed);
+    const std::vector<uint64_t> open(u.items.begin() + kSealed, u.items.end());
+    const uint64_t universe = (UniverseFor(kSealed, 0.0014) + 255) / 256 * 256;
+    u.runs.push_back(*FingerprintRun::Build(sealed, 21, universe));
+    u.runs.push_back(*FingerprintRun::Build(open, 19, uint64_t{1} << 19));
+    u.label = "sealed 2,450 + open 47";
+  } else {
+    u.items = RandomHashes(n, 3 + n);
+    for (size_t r = 0; r < runs; ++r) {
+      const std::vector<uint64_t> part(u.items.begin() + r * n / runs,
+                                       u.items.begin() + (r + 1) * n / runs);
+      u.runs.push_back(MustBuild(part, UniverseFor(part.size(), 0.01 / runs)));
+    }
+    u.label = "equal runs";
+  }
+  for (const FingerprintRun& r : u.runs) u.views.push_back(r.view());
+  return u;
+}
+
+// FilterRecalled's hash join (ClaimIndex) for a user of range(0) codes
+// (MakeUserRuns, 7 runs; 0 = the usual shape), split into its two halves:
+// range(1) = 0 times Build alone (decode every code, file it), 1 the probe
+// of the 5,000 candidates alone against the built index, 2 both (what a
+// request does).
 void BM_ClaimIndex(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0));
   const int part = static_cast<int>(state.range(1));
-  const std::vector<uint64_t> items = RandomHashes(n, 3 + n);
-  std::vector<FingerprintRun> runs;
-  constexpr size_t kRuns = 7;
-  for (size_t r = 0; r < kRuns; ++r) {
-    const std::vector<uint64_t> part_items(items.begin() + r * n / kRuns,
-                                           items.begin() + (r + 1) * n / kRuns);
-    runs.push_back(
-        MustBuild(part_items, UniverseFor(part_items.size(), 0.01 / kRuns)));
-  }
-  std::vector<FingerprintRunView> views;
-  for (const FingerprintRun& r : runs) views.push_back(r.view());
-  const std::vector<uint64_t> cands = Candidates(items, 4);
+  const UserRuns user = MakeUserRuns(n, 7);
+  const std::vector<uint64_t> cands = Candidates(user.items, 4);
   std::vector<uint8_t> keep(kCandidates, 1);
   ClaimIndex index;
-  if (!index.Build(views)) {
+  if (!index.Build(user.views)) {
     state.SkipWithError("ClaimIndex refused");
     return;
   }
   for (auto _ : state) {
-    if (part != 1) benchmark::DoNotOptimize(index.Build(views));
+    if (part != 1) benchmark::DoNotOptimize(index.Build(user.views));
     if (part != 0) {
       index.RemoveClaimed(cands, keep.data());
       benchmark::DoNotOptimize(keep.data());
     }
   }
-  state.counters["filings_per_code"] =
-      static_cast<double>(index.filings()) / static_cast<double>(n);
+  state.counters["filings_per_code"] = static_cast<double>(index.filings()) /
+                                       static_cast<double>(user.items.size());
   state.SetLabel(part == 0 ? "build" : part == 1 ? "probe 5,000" : "both");
 }
-BENCHMARK(BM_ClaimIndex)->ArgsProduct({{333, 2000, 20000}, {0, 1, 2}});
+BENCHMARK(BM_ClaimIndex)->ArgsProduct({{0, 333, 2000, 20000}, {0, 1, 2}});
+
+// The other exact check (ClaimBitmap): range(0) codes in range(1) runs
+// (MakeUserRuns), set, probed by the 5,000 candidates and cleared: against
+// BM_ClaimIndex/n/2, what RemoveClaimedByRuns's cost model weighs.
+void BM_ClaimBitmap(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const UserRuns user = MakeUserRuns(n, static_cast<size_t>(state.range(1)));
+  if (!ClaimBitmap::Fits(user.views)) {
+    state.SkipWithError("universes too large for ClaimBitmap");
+    return;
+  }
+  const std::vector<uint64_t> cands = Candidates(user.items, 4);
+  std::vector<uint8_t> keep(kCandidates, 1);
+  ClaimBitmap bitmap;
+  for (auto _ : state) {
+    bitmap.RemoveClaimed(user.views, cands, keep.data());
+    benchmark::DoNotOptimize(keep.data());
+  }
+  state.SetLabel(user.label);
+}
+BENCHMARK(BM_ClaimBitmap)
+    ->Args({0, 2})
+    ->ArgsProduct({{333, 2000}, {1, 2, 3, 4, 7}})
+    ->Args({20000, 1})
+    ->Args({20000, 7});
+
+// The whole check a request makes (RemoveClaimedByRuns, whichever way it
+// takes), 5,000 candidates with keep[] reset each time, for a user of
+// range(0) codes (MakeUserRuns, 7 runs; 0 = the usual shape).
+void BM_RemoveClaimedByRuns(benchmark::State& state) {
+  const UserRuns user = MakeUserRuns(static_cast<size_t>(state.range(0)), 7);
+  const std::vector<uint64_t> cands = Candidates(user.items, 4);
+  std::vector<uint8_t> keep(kCandidates);
+  for (auto _ : state) {
+    std::memset(keep.data(), 1, keep.size());
+    RemoveClaimedByRuns(user.views, cands, keep.data());
+    benchmark::DoNotOptimize(keep.data());
+  }
+  SetPerCandidate(state);
+  state.SetLabel(user.label);
+}
+BENCHMARK(BM_RemoveClaimedByRuns)->Arg(0)->Arg(333)->Arg(2000)->Arg(20000);
 
 }  // namespace
 }  // namespace exposure_filter

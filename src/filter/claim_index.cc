@@ -6,6 +6,8 @@
 #include "absl/base/optimization.h"
 #include "absl/numeric/bits.h"
 #include "src/filter/candidate_sort.h"
+#include "src/filter/claim_bitmap.h"
+#include "src/filter/claim_cost.h"
 
 namespace exposure_filter {
 namespace {
@@ -72,13 +74,16 @@ class PrefixRange {
 
 }  // namespace
 
+int ClaimIndex::BucketBits(size_t n) {
+  return std::min(static_cast<int>(absl::bit_width(uint64_t{n})) + 2, kMaxBits);
+}
+
 bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   filings_ = 0;
   size_t n = 0;
   for (const FingerprintRunView& r : runs) n += r.count();
   if (n == 0) return true;
-  bits_ =
-      std::min(static_cast<int>(absl::bit_width(uint64_t{n})) + 2, kMaxBits);
+  bits_ = BucketBits(n);
   const size_t buckets = size_t{1} << bits_;
   // Refuse before any work if the filing bound could be passed.
   const uint64_t limit = kMaxFilingsPerCode * n + buckets;
@@ -177,6 +182,13 @@ void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
 void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,
                          absl::Span<const uint64_t> hashes, uint8_t* keep) {
   if (runs.empty() || hashes.empty()) return;
+  // Few runs of small universes (a user's usual shape): their bit sets.
+  if (BitmapCheaperThanIndex(runs, hashes.size())) {
+    thread_local ClaimBitmap bitmap;
+    bitmap.RemoveClaimed(runs, hashes, keep);
+    bitmap.Trim();
+    return;
+  }
   // Per thread, reused for every request: no allocation once grown.
   struct Scratch {
     ClaimIndex index;

@@ -60,6 +60,10 @@ class ClaimIndex {
   // Heap bytes the buffers hold (capacity, not size).
   size_t retained_bytes() const;
 
+  // The bucket bits E a Build of n codes uses: bit_width(n) + 2, at most
+  // kMaxBits.
+  static int BucketBits(size_t n);
+
   // Entries filed by the last successful Build (for tests and benches).
   size_t filings() const { return filings_; }
   int bucket_bits() const { return bits_; }
@@ -84,12 +88,14 @@ class ClaimIndex {
 };
 
 // Clears keep[i] for every hashes[i] that one of `runs` contains (keep[i]
-// == 0 on entry stays 0), through a per-thread ClaimIndex; where Build
-// refuses, the other direction: the candidates still kept are grouped by
-// their top bits (CandidateSorter::Bucket) and each run walks its codes
-// against them (FingerprintRunView::RemoveContained). Same result either
-// way. The server's FilterRecalled (UserFilter::RemoveExposed) and the
-// client's FilterView both check runs through it.
+// == 0 on entry stays 0), through a per-thread ClaimBitmap where it fits
+// and is estimated cheaper (claim_cost.h: few runs of small universes, a
+// user's usual shape), else a per-thread ClaimIndex; where Build refuses,
+// the other direction: the candidates still kept are grouped by their top
+// bits (CandidateSorter::Bucket) and each run walks its codes against them
+// (FingerprintRunView::RemoveContained). Same result every way. The
+// server's FilterRecalled (UserFilter::RemoveExposed) and the client's
+// FilterView both check runs through it.
 void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,
                          absl::Span<const uint64_t> hashes, uint8_t* keep);
 

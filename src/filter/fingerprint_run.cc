@@ -335,13 +335,22 @@ size_t FingerprintRun::heap_bytes() const {
 
 void FingerprintRunView::AppendFingerprints(std::vector<uint32_t>* out) const {
   if (count_ == 0) return;
-  out->reserve(out->size() + count_);
+  const size_t old_size = out->size();
+  out->resize(old_size + count_);
+  DecodeTo(out->data() + old_size);
+}
+
+void FingerprintRunView::DecodeTo(uint32_t* out) const {
+  // The count in a local: a store through `out` (a uint32_t) may alias
+  // count_ as far as the compiler knows, and would reload it per code.
+  const uint32_t n = count_;
+  if (n == 0) return;
   RunDecoder dec(words_, bit_offset_, rice_k_);
-  dec.Seek(0, bit_offset_ + uint64_t{count_} * rice_k_);
+  dec.Seek(0, bit_offset_ + uint64_t{n} * rice_k_);
   uint64_t next = 0;
-  for (uint32_t i = 0; i < count_; ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     const uint64_t f = next + dec.NextGap();
-    out->push_back(static_cast<uint32_t>(f));
+    out[i] = static_cast<uint32_t>(f);
     next = f + 1;
   }
 }

@@ -140,6 +140,10 @@ class FingerprintRunView {
                        uint8_t* keep) const;
   // Appends all fingerprints, ascending.
   void AppendFingerprints(std::vector<uint32_t>* out) const;
+  // Writes all count() fingerprints, ascending, to out[0 .. count()): the
+  // same without a vector's bookkeeping per code (the per-request checks
+  // decode into scratch sized once).
+  void DecodeTo(uint32_t* out) const;
   // ORs the payload into `dst` at bit `dst_offset` (those bits must be zero).
   void CopyPayloadTo(uint64_t* dst, uint64_t dst_offset) const;
   // Writes the payload as Serialize lays it out after its header: exactly

@@ -7,102 +7,29 @@
 // then takes the other direction with the same result.
 #include "src/filter/claim_index.h"
 
-#include <algorithm>
-#include <random>
 #include <vector>
 
-#include "exposure_filter/item_hash.h"
 #include "gtest/gtest.h"
 #include "src/filter/filter_policy.h"
 #include "src/filter/fingerprint_run.h"
 #include "src/filter/user_filter.h"
+#include "tests/filter/claim_runs.h"
 
 namespace exposure_filter {
 namespace {
 
-struct RunSpec {
-  size_t n;
-  int b;
-  uint64_t u;
-};
-
-std::vector<uint64_t> Hashes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint64_t> h(n);
-  for (uint64_t& x : h) x = HashItemId(rng());
-  return h;
-}
-
-// The runs of `specs` (items of run r seeded by r) and their items.
-struct RunSet {
-  std::vector<FingerprintRun> runs;
-  std::vector<uint64_t> items;
-  std::vector<FingerprintRunView> views() const {
-    std::vector<FingerprintRunView> v;
-    for (const FingerprintRun& r : runs) v.push_back(r.view());
-    return v;
-  }
-};
-
-RunSet MakeRuns(const std::vector<RunSpec>& specs, uint64_t seed) {
-  RunSet s;
-  for (size_t r = 0; r < specs.size(); ++r) {
-    const std::vector<uint64_t> items = Hashes(specs[r].n, seed * 100 + r);
-    absl::StatusOr<FingerprintRun> run =
-        FingerprintRun::Build(items, specs[r].b, specs[r].u);
-    EXPECT_TRUE(run.ok()) << run.status();
-    s.runs.push_back(*std::move(run));
-    s.items.insert(s.items.end(), items.begin(), items.end());
-  }
-  return s;
-}
-
-// m candidates: every other one a recorded item, duplicates, and for some
-// codes the first and last hash of the fingerprint and their neighbours
-// outside it (the edges of the bucket range a code is filed under).
-std::vector<uint64_t> Candidates(const RunSet& s, size_t m, uint64_t seed) {
-  std::vector<uint64_t> c = Hashes(m, seed);
-  for (size_t i = 0; i < m && !s.items.empty(); i += 2) {
-    c[i] = s.items[(i * 7919) % s.items.size()];
-  }
-  for (size_t i = 3; i < m; i += 11) c[i] = c[i - 3];
-  for (size_t i = 1, r = 0; i + 3 < m && !s.runs.empty(); i += 9, ++r) {
-    const FingerprintRun& run = s.runs[r % s.runs.size()];
-    const std::vector<uint32_t> fps = run.Fingerprints();
-    if (fps.empty()) continue;
-    const uint64_t f = fps[(i * 31) % fps.size()];
-    const int b = run.precision();
-    const uint64_t u = run.universe();
-    // First b-bit prefix p with floor(p u / 2^b) = f, and of f + 1.
-    const uint64_t p = static_cast<uint64_t>(
-        ((static_cast<unsigned __int128>(f) << b) + u - 1) / u);
-    const uint64_t p_end = static_cast<uint64_t>(
-        ((static_cast<unsigned __int128>(f + 1) << b) + u - 1) / u);
-    const uint64_t low = (uint64_t{1} << (64 - b)) - 1;  // b <= 32
-    c[i] = p << (64 - b);
-    if (p > 0) c[i + 1] = (p << (64 - b)) - 1;
-    c[i + 2] = ((p_end - 1) << (64 - b)) | low;
-    if (p_end < (uint64_t{1} << b)) c[i + 3] = p_end << (64 - b);
-  }
-  return c;
-}
+using testing::Candidates;
+using testing::Hashes;
+using testing::InitialAndExpected;
+using testing::MakeRuns;
+using testing::RunSet;
+using testing::RunSpec;
 
 // keep with every 13th candidate already cleared, and what must be left.
 void ExpectExact(const RunSet& s, const ClaimIndex& index,
                  const std::vector<uint64_t>& cands, const char* what) {
-  std::vector<uint8_t> keep(cands.size(), 1);
-  for (size_t i = 0; i < keep.size(); i += 13) keep[i] = 0;
-  std::vector<uint8_t> expected = keep;
-  size_t members = 0;
-  for (size_t i = 0; i < cands.size(); ++i) {
-    for (const FingerprintRun& r : s.runs) {
-      if (r.Contains(cands[i])) {
-        expected[i] = 0;
-        ++members;
-        break;
-      }
-    }
-  }
+  std::vector<uint8_t> keep, expected;
+  const size_t members = InitialAndExpected(s, cands, &keep, &expected);
   index.RemoveClaimed(cands, keep.data());
   ASSERT_EQ(keep, expected) << what << " m=" << cands.size();
   if (cands.size() >= 300) {

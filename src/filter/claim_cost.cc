@@ -1,0 +1,42 @@
+#include "src/filter/claim_cost.h"
+
+#include <cstdint>
+
+#include "src/filter/claim_bitmap.h"
+#include "src/filter/claim_index.h"
+
+namespace exposure_filter {
+namespace {
+
+// The header's constants, in tenths of a ns (integers: no rounding to
+// reason about; n, m < 2^32 and 2^E <= 2^16 keep every sum below 2^60).
+constexpr uint64_t kBitmapPerCode = 55;
+constexpr uint64_t kBitmapPerPass = 10;   // per candidate and pass
+constexpr uint64_t kBitmapPerProbe = 13;  // per candidate and run
+constexpr uint64_t kIndexPerCode = 140;
+constexpr uint64_t kIndexPerBucket = 7;  // 0.75 ns, rounded down
+constexpr uint64_t kIndexPerCandidate = 36;
+
+}  // namespace
+
+bool BitmapCheaperThanIndex(absl::Span<const FingerprintRunView> runs,
+                            size_t m) {
+  if (!ClaimBitmap::Fits(runs)) return false;
+  uint64_t n = 0;
+  uint64_t nonempty = 0;
+  for (const FingerprintRunView& r : runs) {
+    n += r.count();
+    nonempty += r.count() != 0;
+  }
+  const uint64_t passes = ClaimBitmap::Passes(runs);
+  const uint64_t bitmap =
+      kBitmapPerCode * n +
+      uint64_t{m} * (kBitmapPerPass * passes + kBitmapPerProbe * nonempty);
+  const uint64_t index =
+      kIndexPerCode * n +
+      (kIndexPerBucket << ClaimIndex::BucketBits(static_cast<size_t>(n))) +
+      kIndexPerCandidate * uint64_t{m};
+  return bitmap < index;
+}
+
+}  // namespace exposure_filter

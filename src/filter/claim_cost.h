@@ -1,0 +1,42 @@
+// Which exact check RemoveClaimedByRuns takes for a request: the bit sets
+// of ClaimBitmap or the hash join of ClaimIndex, by their estimated cost.
+//
+// Both decode the user's n codes. The index then computes each code's
+// claimed interval (two 128-bit reciprocal divisions), counts, prefix-sums
+// 2^E bucket starts (E = ClaimIndex::BucketBits(n)) and scatters, and a
+// candidate's probe reads a bucket start and an entry; the bitmap sets and
+// clears one bit per code, and a candidate's probe is one multiply and one
+// bit test per run. So, in ns, with R the non-empty runs, m candidates and
+// p = ClaimBitmap::Passes (one pass per four runs of a batch):
+//
+//   bitmap ~ 5.5 n + m (1.0 p + 1.3 R)
+//   index  ~ 14 n + 0.75 2^E + 3.6 m
+//
+// fitted (by hand, within about 10%) to bench/fingerprint_run_bench's
+// BM_ClaimBitmap and BM_ClaimIndex/n/2 at m = 5,000 on a 2.5 GHz Xeon core
+// (best of alternating runs on a shared machine): a user's usual sealed run
+// plus open prefix run (2,497 codes, R = 2) 33 against 68 us; 2,000 codes
+// in R = 7 runs 66 against 55 (in R = 4 runs the bitmap takes 41: the
+// index's cost hardly depends on R); 333 codes in 7 runs 51 against 22;
+// 20,000 codes in 7 runs (4 batches) 198 against 353.
+// The bitmap wins for few runs, the index for many runs of few codes each
+// (its probe does not grow with R); the constants only place the crossing,
+// both checks being exact.
+#ifndef EXPOSURE_FILTER_SRC_FILTER_CLAIM_COST_H_
+#define EXPOSURE_FILTER_SRC_FILTER_CLAIM_COST_H_
+
+#include <cstddef>
+
+#include "absl/types/span.h"
+#include "src/filter/fingerprint_run.h"
+
+namespace exposure_filter {
+
+// True when ClaimBitmap can take `runs` (ClaimBitmap::Fits) and is
+// estimated cheaper than ClaimIndex for m candidates.
+bool BitmapCheaperThanIndex(absl::Span<const FingerprintRunView> runs,
+                            size_t m);
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_FILTER_CLAIM_COST_H_
