@@ -19,7 +19,8 @@
 # workloads above, the feed loop), FEED_DURATION (DURATION), FEED_K
 # ("1 10 50"), FEED_THREADS (2), FEED_SESSIONS (16 sessions at once per
 # client thread), FEED_USERS (1000), FEED_BACKGROUND
-# (1000 other users' writes per second), FEED_WIDE_THREADS (8: mode A on
+# (1000 other users' writes per second), FEED_LINGER (0s: how long the
+# writer holds a write for others to join its call), FEED_WIDE_THREADS (8: mode A on
 # the stream and the Redis list again at K = 10 with this many threads;
 # empty skips).
 set -euo pipefail
@@ -45,6 +46,7 @@ FEED_THREADS=${FEED_THREADS:-2}
 FEED_SESSIONS=${FEED_SESSIONS:-16}
 FEED_USERS=${FEED_USERS:-1000}
 FEED_BACKGROUND=${FEED_BACKGROUND:-1000}
+FEED_LINGER=${FEED_LINGER:-0s}
 FEED_WIDE_THREADS=${FEED_WIDE_THREADS-8}
 
 if ! command -v redis-server >/dev/null; then
@@ -115,6 +117,7 @@ feed() {
     --session_requests="$k" --threads="$threads" \
     --sessions_per_thread="$FEED_SESSIONS" \
     --background_users_per_s="$FEED_BACKGROUND" \
+    --writer_linger="$FEED_LINGER" \
     --duration="$FEED_DURATION" --warmup="$WARMUP" >"$OUT/$name.json"
 }
 
@@ -146,7 +149,8 @@ if [[ " $PARTS " == *" feed "* ]]; then
   echo
   echo "The feed loop: sessions of K requests, $CANDIDATES candidates each," \
     "$FEED_SESSIONS sessions at once per client thread," \
-    "20 shown items written per request through one batching writer," \
+    "20 shown items written per request through one batching writer" \
+    "(linger $FEED_LINGER)," \
     "$FEED_BACKGROUND other users' writes/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   python3 bench/feed_table.py "$OUT"
 fi
