@@ -24,6 +24,7 @@ namespace {
 using testing::Candidates;
 using testing::InitialAndExpected;
 using testing::MakeRuns;
+using testing::OneRunPerSlice;
 using testing::RunSet;
 using testing::RunSpec;
 
@@ -45,13 +46,7 @@ TEST(ClaimBitmapTest, ClearsExactlyWhatSomeRunContains) {
   const std::vector<std::pair<const char*, std::vector<RunSpec>>> sets = {
       {"a user's usual shape: a sealed run and an open prefix run",
        {{2450, 21, 1'750'016}, {47, 19, 1 << 19}}},
-      {"one run per slice (a spread user's)",
-       {{284, 17, 1 << 17},
-        {285, 19, 1 << 19},
-        {286, 19, 1 << 19},
-        {286, 19, 1 << 19},
-        {286, 19, 1 << 19},
-        {572, 19, 1 << 19}}},
+      {"one run per slice (a spread user's)", OneRunPerSlice()},
       {"b = 32 at universes other than 2^b, a power of two below 2^b",
        {{2000, 32, 200'003}, {50, 24, 1'000'003}, {400, 20, 1 << 17}}},
       {"one code, empty runs, tiny universes, b = 1",

@@ -22,6 +22,7 @@ using testing::Candidates;
 using testing::Hashes;
 using testing::InitialAndExpected;
 using testing::MakeRuns;
+using testing::OneRunPerSlice;
 using testing::RunSet;
 using testing::RunSpec;
 
@@ -39,13 +40,7 @@ void ExpectExact(const RunSet& s, const ClaimIndex& index,
 
 TEST(ClaimIndexTest, ClearsExactlyWhatSomeRunContains) {
   const std::vector<std::pair<const char*, std::vector<RunSpec>>> sets = {
-      {"one run per slice (a spread user's)",
-       {{284, 17, 1 << 17},
-        {285, 19, 1 << 19},
-        {286, 19, 1 << 19},
-        {286, 19, 1 << 19},
-        {286, 19, 1 << 19},
-        {572, 19, 1 << 19}}},
+      {"one run per slice (a spread user's)", OneRunPerSlice()},
       {"universes other than 2^b, b = 32 at U = 2^32 and 2^32 - 1",
        {{2000, 32, 200'003},
         {700, 32, (uint64_t{1} << 32) - 1},

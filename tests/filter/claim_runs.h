@@ -40,6 +40,12 @@ struct RunSet {
   }
 };
 
+// One run per slice of a user whose exposures spread over six slices.
+inline std::vector<RunSpec> OneRunPerSlice() {
+  return {{284, 17, 1 << 17}, {285, 19, 1 << 19}, {286, 19, 1 << 19},
+          {286, 19, 1 << 19}, {286, 19, 1 << 19}, {572, 19, 1 << 19}};
+}
+
 inline RunSet MakeRuns(const std::vector<RunSpec>& specs, uint64_t seed) {
   RunSet s;
   for (size_t r = 0; r < specs.size(); ++r) {

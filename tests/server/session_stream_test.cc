@@ -334,11 +334,7 @@ TEST_F(SessionStreamTest, UnsubscribeIsAnsweredAndStopsThePushes) {
   SessionTestClient c(channel_);
   ASSERT_TRUE(c.Subscribe(1, "homefeed", "u1"));
   ASSERT_TRUE(Expect(c).has_snapshot());
-  v1::SessionRequest u;
-  u.set_request_id(2);
-  u.mutable_unsubscribe()->set_surface("homefeed");
-  u.mutable_unsubscribe()->set_user_id("u1");
-  ASSERT_TRUE(c.Write(u));
+  ASSERT_TRUE(c.Unsubscribe(2, "homefeed", "u1"));
   const v1::SessionResponse r = Expect(c);
   ASSERT_TRUE(r.has_unsubscribed()) << r.DebugString();
   EXPECT_EQ(r.request_id(), 2u);
@@ -347,8 +343,7 @@ TEST_F(SessionStreamTest, UnsubscribeIsAnsweredAndStopsThePushes) {
   EXPECT_FALSE(c.Next(std::chrono::milliseconds(200)).has_value());
   EXPECT_EQ(Metric("exposure_filter_session_subscriptions"), 0);
   // Unsubscribing again is not an error.
-  u.set_request_id(3);
-  ASSERT_TRUE(c.Write(u));
+  ASSERT_TRUE(c.Unsubscribe(3, "homefeed", "u1"));
   EXPECT_EQ(Expect(c).unsubscribed().reason(),
             v1::SessionUnsubscribed::REQUESTED);
 }
@@ -357,12 +352,7 @@ TEST_F(SessionStreamTest, AQuietUnsubscribeStopsThePushesUnanswered) {
   SessionTestClient c(channel_);
   ASSERT_TRUE(c.Subscribe(1, "homefeed", "u1"));
   ASSERT_TRUE(Expect(c).has_snapshot());
-  v1::SessionRequest u;
-  u.set_request_id(2);
-  u.mutable_unsubscribe()->set_surface("homefeed");
-  u.mutable_unsubscribe()->set_user_id("u1");
-  u.mutable_unsubscribe()->set_quiet(true);
-  ASSERT_TRUE(c.Write(u));
+  ASSERT_TRUE(c.Unsubscribe(2, "homefeed", "u1", /*quiet=*/true));
   ASSERT_TRUE(Record("homefeed", "u1", {1}).ok());
   // The next answer comes after everything the unsubscribe left queued:
   // no unsubscribed, no push.
@@ -372,14 +362,11 @@ TEST_F(SessionStreamTest, AQuietUnsubscribeStopsThePushesUnanswered) {
   EXPECT_EQ(r.request_id(), 3u);
   EXPECT_EQ(Metric("exposure_filter_session_subscriptions"), 0);
   // Quiet of a user not subscribed: nothing either.
-  u.set_request_id(4);
-  ASSERT_TRUE(c.Write(u));
+  ASSERT_TRUE(c.Unsubscribe(4, "homefeed", "u1", /*quiet=*/true));
   ASSERT_TRUE(c.Ping(5));
   EXPECT_EQ(Expect(c).request_id(), 5u);
   // A refused one is still answered, naming the field.
-  u.set_request_id(6);
-  u.mutable_unsubscribe()->set_user_id("");
-  ASSERT_TRUE(c.Write(u));
+  ASSERT_TRUE(c.Unsubscribe(6, "homefeed", "", /*quiet=*/true));
   const v1::SessionResponse e = Expect(c);
   ASSERT_TRUE(e.has_error()) << e.DebugString();
   EXPECT_EQ(e.request_id(), 6u);

@@ -141,6 +141,15 @@ class SessionTestClient {
     r.mutable_subscribe()->set_if_version(if_version);
     return Write(r);
   }
+  bool Unsubscribe(uint64_t id, const std::string& surface,
+                   const std::string& user, bool quiet = false) {
+    exposure::v1::SessionRequest r;
+    r.set_request_id(id);
+    r.mutable_unsubscribe()->set_surface(surface);
+    r.mutable_unsubscribe()->set_user_id(user);
+    r.mutable_unsubscribe()->set_quiet(quiet);
+    return Write(r);
+  }
   bool Ping(uint64_t id) {
     exposure::v1::SessionRequest r;
     r.set_request_id(id);
