@@ -76,7 +76,7 @@ void FilterReplica::Impl::Subscribe(const std::shared_ptr<Entry>& e,
   if (!fresh_for_a_while) SendPing(call);
 }
 
-uint64_t FilterReplica::Impl::SendPing(SessionCall* call) {
+uint64_t FilterReplica::Impl::SendPing(SessionCall* call, bool wait) {
   const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   {
     absl::MutexLock lock(&mu_);
@@ -88,7 +88,11 @@ uint64_t FilterReplica::Impl::SendPing(SessionCall* call) {
   v1::SessionRequest r;
   r.set_request_id(id);
   r.mutable_ping();
-  call->Send(std::move(r));
+  if (!(wait ? call->Send(r) : call->TrySend(r))) {
+    absl::MutexLock lock(&mu_);
+    pings_.erase(id);
+    return 0;
+  }
   return id;
 }
 

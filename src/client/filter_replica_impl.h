@@ -209,7 +209,9 @@ class FilterReplica::Impl final : public SessionCall::Listener {
   // Sends a subscribe for `e` with the version it holds.
   void Subscribe(const std::shared_ptr<Entry>& e, SessionCall* call)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu);
-  uint64_t SendPing(SessionCall* call);
+  // 0 when not sent. `wait`: behind a running write; the pinger does not
+  // (it must stay free to notice a write stuck on a server).
+  uint64_t SendPing(SessionCall* call, bool wait = true);
   // Drops the slices and pushed items whose expiry the server's clock has
   // passed (`seen_ms`).
   void Age(Entry* e, int64_t seen_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu);

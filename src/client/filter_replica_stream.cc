@@ -286,6 +286,11 @@ void FilterReplica::Impl::PingLoop() {
       for (const auto& [id, sent] : pings_) {
         if (now - sent > Silence()) reconnect = true;
       }
+      // A write held that long: the server stopped reading (its window is
+      // full) without ending the stream. Cancelling releases the writer.
+      if (call != nullptr && call->WriteBlockedFor() > Silence()) {
+        reconnect = true;
+      }
       // Nothing to keep fresh (unless a router needs to know the server
       // answers).
       if (lru_.empty() && !options_.ping_when_idle) call = nullptr;
@@ -293,7 +298,7 @@ void FilterReplica::Impl::PingLoop() {
     if (reconnect) {
       Reconnect();
     } else if (call != nullptr && !call->ended()) {
-      SendPing(call.get());
+      SendPing(call.get(), /*wait=*/false);
     }
   }
 }

@@ -24,13 +24,34 @@ std::shared_ptr<SessionCall> SessionCall::Start(
 
 bool SessionCall::Send(const exposure::v1::SessionRequest& request) {
   absl::MutexLock lock(&write_mu_);
+  return SendLocked(request);
+}
+
+bool SessionCall::TrySend(const exposure::v1::SessionRequest& request) {
+  if (!write_mu_.TryLock()) return false;
+  const bool sent = SendLocked(request);
+  write_mu_.Unlock();
+  return sent;
+}
+
+bool SessionCall::SendLocked(const exposure::v1::SessionRequest& request) {
   if (closed_) return false;
-  if (!stream_->Write(request)) {
+  write_started_ns_.store(absl::GetCurrentTimeNanos(),
+                          std::memory_order_relaxed);
+  const bool ok = stream_->Write(request);
+  write_started_ns_.store(0, std::memory_order_relaxed);
+  if (!ok) {
     // The stream is broken; the read side sees the end too.
     closed_ = true;
     return false;
   }
   return true;
+}
+
+absl::Duration SessionCall::WriteBlockedFor() const {
+  const int64_t started = write_started_ns_.load(std::memory_order_relaxed);
+  if (started == 0) return absl::ZeroDuration();
+  return absl::Nanoseconds(absl::GetCurrentTimeNanos() - started);
 }
 
 void SessionCall::ReadLoop() {

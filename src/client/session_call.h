@@ -28,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 
 namespace exposure_filter {
@@ -56,6 +57,13 @@ class SessionCall final {
   // flow control holds the stream (a server that stops reading); Cancel
   // releases it.
   bool Send(const exposure::v1::SessionRequest& request);
+  // Send, unless another thread's write is running: false then too, at
+  // once. For the pinger, which must not wait behind a write stuck on a
+  // server that stopped reading (it is the one that notices).
+  bool TrySend(const exposure::v1::SessionRequest& request);
+  // How long the write running now has been blocked (zero if none): a
+  // server that stopped reading holds a write once HTTP/2's window is full.
+  absl::Duration WriteBlockedFor() const;
   // Ends the stream (CANCELLED) if it has not ended.
   void Cancel() { ctx_.TryCancel(); }
   bool ended() const { return ended_.load(std::memory_order_acquire); }
@@ -69,6 +77,8 @@ class SessionCall final {
 
  private:
   void ReadLoop();
+  bool SendLocked(const exposure::v1::SessionRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   Listener* const listener_;
   grpc::ClientContext ctx_;
@@ -78,6 +88,9 @@ class SessionCall final {
   absl::Mutex write_mu_;
   // A write failed or the read side saw the end: nothing more is written.
   bool closed_ ABSL_GUARDED_BY(write_mu_) = false;
+  // When the running write started, in absl::GetCurrentTimeNanos(); 0 when
+  // none runs. Read without the lock (by the pinger).
+  std::atomic<int64_t> write_started_ns_{0};
   std::atomic<bool> ended_{false};
   absl::Notification done_;
   std::thread reader_;
