@@ -22,6 +22,7 @@ import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ClientCalls;
 import io.grpc.stub.StreamObserver;
+import java.nio.channels.ClosedChannelException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -47,7 +48,9 @@ import java.util.stream.Collectors;
  * i = (partition + i) mod N; a call goes to owner 0 and fails over to the
  * next owner, inside one deadline, when a try ends in UNAVAILABLE,
  * CANCELLED or its per-try timeout (DEADLINE_EXCEEDED while the call still
- * has time): the codes the C++ RoutingClient fails over on. Any other code
+ * has time): the codes the C++ RoutingClient fails over on (a connection
+ * lost under a call, which grpc-java's Netty transport reports as UNKNOWN
+ * "channel closed", counts as UNAVAILABLE: see {@link #codeOf}). Any other code
  * is final, except a FAILED_PRECONDITION whose owner hint reports another R
  * with this client's P and N (the client adopts it). A FAILED_PRECONDITION
  * hint with another P or N, or addresses out of order, is reported as
@@ -498,6 +501,27 @@ public final class RoutingClient implements AutoCloseable {
         .withCause(e).asRuntimeException(e.getTrailers());
   }
 
+  /**
+   * The code a try's failure is judged by. grpc-java's Netty transport
+   * reports a connection that closed under a call's write as UNKNOWN
+   * "channel closed" with a {@link ClosedChannelException} as the cause,
+   * where gRPC's C core (the server's and the C++ client's) says
+   * UNAVAILABLE: the transport was lost, the server gave no answer. That
+   * case is UNAVAILABLE here, so a killed owner is failed over whichever of
+   * the two ways the client noticed it. An UNKNOWN sent by a server carries
+   * no cause (causes do not cross the wire) and stays final.
+   */
+  static Status.Code codeOf(Status status) {
+    if (status.getCode() == Status.Code.UNKNOWN) {
+      for (Throwable t = status.getCause(); t != null; t = t.getCause()) {
+        if (t instanceof ClosedChannelException) {
+          return Status.Code.UNAVAILABLE;
+        }
+      }
+    }
+    return status.getCode();
+  }
+
   /** One call with failover between its owners, all inside one deadline. */
   private final class Call<Q, A> {
     private final Rpc<Q, A> rpc;
@@ -573,7 +597,7 @@ public final class RoutingClient implements AutoCloseable {
 
     private void failed(int replica, boolean lastOwner, StatusRuntimeException e) {
       replicaErrors.incrementAndGet(replica);
-      Status.Code code = e.getStatus().getCode();
+      Status.Code code = codeOf(e.getStatus());
       failures.add("replica " + replica + ": " + code + ": " + e.getStatus().getDescription());
       if (code == Status.Code.UNAVAILABLE && !lastOwner && !refused.contains(replica)) {
         refused.add(replica);

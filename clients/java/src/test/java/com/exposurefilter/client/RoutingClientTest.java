@@ -10,9 +10,14 @@ import com.exposurefilter.v1.Exposure;
 import com.exposurefilter.v1.FilterRecalledRequest;
 import com.exposurefilter.v1.FilterRecalledResponse;
 import com.exposurefilter.v1.RecordExposureRequest;
+import io.grpc.CallOptions;
+import io.grpc.ClientCall;
+import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
+import io.grpc.MethodDescriptor;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import java.nio.channels.ClosedChannelException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -85,6 +90,99 @@ class RoutingClientTest {
     try (RoutingClient router = replicas.router(P).replicationFactor(2).build()) {
       replicas.scripts.get(0).status = Status.CANCELLED.withDescription("shutting down");
       assertEquals(2, router.filterRecalled(read(userOwnedBy(0))).getKeptIdsCount());
+    }
+  }
+
+  /**
+   * A channel whose every call ends as grpc-java's Netty transport ends a
+   * call whose connection closed under its write: UNKNOWN "channel closed"
+   * caused by a ClosedChannelException, no answer from any server.
+   */
+  static final class ClosedUnderWriteChannel extends ManagedChannel {
+    private final ManagedChannel inner;
+
+    ClosedUnderWriteChannel(ManagedChannel inner) {
+      this.inner = inner;
+    }
+
+    @Override
+    public <Q, A> ClientCall<Q, A> newCall(MethodDescriptor<Q, A> method, CallOptions options) {
+      return new ClientCall<>() {
+        @Override
+        public void start(Listener<A> listener, Metadata headers) {
+          listener.onClose(Status.UNKNOWN.withDescription("channel closed")
+              .withCause(new ClosedChannelException()), new Metadata());
+        }
+
+        @Override
+        public void request(int n) {}
+
+        @Override
+        public void cancel(String message, Throwable cause) {}
+
+        @Override
+        public void halfClose() {}
+
+        @Override
+        public void sendMessage(Q message) {}
+      };
+    }
+
+    @Override
+    public String authority() {
+      return inner.authority();
+    }
+
+    @Override
+    public ManagedChannel shutdown() {
+      return inner.shutdown();
+    }
+
+    @Override
+    public boolean isShutdown() {
+      return inner.isShutdown();
+    }
+
+    @Override
+    public boolean isTerminated() {
+      return inner.isTerminated();
+    }
+
+    @Override
+    public ManagedChannel shutdownNow() {
+      return inner.shutdownNow();
+    }
+
+    @Override
+    public boolean awaitTermination(long timeout, TimeUnit unit) throws InterruptedException {
+      return inner.awaitTermination(timeout, unit);
+    }
+  }
+
+  @Test
+  void aConnectionClosedUnderTheCallFailsOverLikeUnavailable() {
+    replicas.channels.set(0, new ClosedUnderWriteChannel(replicas.channels.get(0)));
+    try (RoutingClient router = replicas.router(P).replicationFactor(2).build()) {
+      String user = userOwnedBy(0);
+      assertEquals(2, router.filterRecalled(read(user)).getKeptIdsCount());
+      assertEquals(1, router.stats().failovers());
+      assertEquals(1, router.stats().replicaErrors()[0]);
+      assertEquals(1, replicas.received.get(1).size());
+      RecordExposureRequest write = RecordExposureRequest.newBuilder()
+          .addExposures(Exposure.newBuilder().setUserId(user).addItemIds(7)).build();
+      assertEquals(0, router.recordExposure(write).failedExposures().length);
+      assertEquals(2, replicas.received.get(1).size());
+    }
+  }
+
+  @Test
+  void anUnknownAnsweredByAServerIsFinal() {
+    try (RoutingClient router = replicas.router(P).replicationFactor(2).build()) {
+      replicas.scripts.get(0).status = Status.UNKNOWN.withDescription("channel closed");
+      StatusRuntimeException e = assertThrows(StatusRuntimeException.class,
+          () -> router.filterRecalled(read(userOwnedBy(0))));
+      assertEquals(Status.Code.UNKNOWN, e.getStatus().getCode());
+      assertEquals(0, replicas.received.get(1).size());
     }
   }
 
