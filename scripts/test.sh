@@ -23,6 +23,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 # The TSan build leaves out the tests that go through gRPC (Debian's gRPC is
-# not TSan-instrumented); tests/CMakeLists.txt (NOT_UNDER_TSAN, TSAN_FILTER)
-# says which and why, so every test registered in a build runs here.
+# not TSan-instrumented) and the filter tests, which start no thread;
+# tests/CMakeLists.txt (NOT_UNDER_TSAN, NO_THREADS, TSAN_FILTER) says which
+# and why, so every test registered in a build runs here.
 ctest --test-dir "$build" --output-on-failure -j2 --timeout 600
