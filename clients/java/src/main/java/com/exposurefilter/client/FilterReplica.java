@@ -708,8 +708,12 @@ public final class FilterReplica implements AutoCloseable {
     e.synced = false;
     Stream s = liveStream();
     if (e.subscribed && s != null) {
+      // Quiet: no answer wanted. The user is no longer held, so its pushes
+      // still in flight are dropped (onPush), and a refused unsubscribe's
+      // error matches no request waited for (onAnswer).
       s.send(SessionRequest.newBuilder().setRequestId(nextId++).setUnsubscribe(
-          SessionUnsubscribe.newBuilder().setSurface(e.surface).setUserId(e.userId)).build());
+          SessionUnsubscribe.newBuilder().setSurface(e.surface).setUserId(e.userId)
+              .setQuiet(true)).build());
     }
     e.subscribed = false;
   }
