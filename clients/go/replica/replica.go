@@ -670,8 +670,11 @@ func (r *Replica) remove(e *entry) {
 func (r *Replica) drop(e *entry) {
 	e.synced = false
 	if s := r.liveStream(); e.subscribed && s != nil {
+		// Quiet: no answer wanted. The user is no longer held, so its
+		// pushes still in flight are dropped (onPush), and a refused
+		// unsubscribe's error matches no request waited for (onAnswer).
 		s.send(&pb.SessionRequest{RequestId: r.takeID(), Kind: &pb.SessionRequest_Unsubscribe{
-			Unsubscribe: &pb.SessionUnsubscribe{Surface: e.key.surface, UserId: e.key.user}}})
+			Unsubscribe: &pb.SessionUnsubscribe{Surface: e.key.surface, UserId: e.key.user, Quiet: true}}})
 	}
 	e.subscribed = false
 }

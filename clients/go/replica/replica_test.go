@@ -58,7 +58,9 @@ func baseSnapshot(t *testing.T) *pb.SessionSnapshot {
 
 // scripted is a Session server run by the test: it answers subscribes
 // with the base snapshot (unless holding them), pings with its clock,
-// filters with "keep everything", and sends what the test pushes.
+// filters with "keep everything", unsubscribes as a real server does
+// (unsubscribed, nothing when quiet, or an error when refusing them), and
+// sends what the test pushes.
 type scripted struct {
 	pb.UnimplementedExposureFilterServer
 	base *pb.SessionSnapshot
@@ -67,8 +69,9 @@ type scripted struct {
 	clockMs              int64
 	lagging, silent      bool
 	hold, refuse         bool
+	refuseUnsubs         bool
 	subs                 []*pb.SessionSubscribe
-	unsubs               []string
+	unsubs               []*pb.SessionUnsubscribe
 	filters, unary, pong int
 	send                 func(*pb.SessionResponse)
 }
@@ -126,10 +129,16 @@ func (s *scripted) Session(st pb.ExposureFilter_SessionServer) error {
 			resp = &pb.SessionResponse{RequestId: req.RequestId, Kind: &pb.SessionResponse_Filter{
 				Filter: &pb.FilterRecalledResponse{KeepMask: keepAll(n)}}}
 		case *pb.SessionRequest_Unsubscribe:
-			s.unsubs = append(s.unsubs, k.Unsubscribe.UserId)
-			resp = &pb.SessionResponse{RequestId: req.RequestId, Kind: &pb.SessionResponse_Unsubscribed{
-				Unsubscribed: &pb.SessionUnsubscribed{Surface: k.Unsubscribe.Surface, UserId: k.Unsubscribe.UserId,
-					Reason: pb.SessionUnsubscribed_REQUESTED}}}
+			s.unsubs = append(s.unsubs, k.Unsubscribe)
+			switch {
+			case s.refuseUnsubs:
+				resp = &pb.SessionResponse{RequestId: req.RequestId, Kind: &pb.SessionResponse_Error{
+					Error: &pb.SessionError{Code: int32(codes.InvalidArgument), Message: "unsubscribe.user_id: scripted refusal"}}}
+			case !k.Unsubscribe.Quiet:
+				resp = &pb.SessionResponse{RequestId: req.RequestId, Kind: &pb.SessionResponse_Unsubscribed{
+					Unsubscribed: &pb.SessionUnsubscribed{Surface: k.Unsubscribe.Surface, UserId: k.Unsubscribe.UserId,
+						Reason: pb.SessionUnsubscribed_REQUESTED}}}
+			}
 		}
 		s.mu.Unlock()
 		if resp != nil {
@@ -406,14 +415,41 @@ func TestBoundedByBytesLeastRecentlyCheckedOut(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	sync_(t, r) // the unsubscribe of a has been read
-	var unsubs []string
+	var unsubs []*pb.SessionUnsubscribe
 	s.get(func(s *scripted) { unsubs = s.unsubs })
-	if len(unsubs) != 1 || unsubs[0] != "a" {
-		t.Fatalf("unsubscribed %v, want [a]", unsubs)
+	if len(unsubs) != 1 || unsubs[0].UserId != "a" || !unsubs[0].Quiet {
+		t.Fatalf("unsubscribed %v, want a, quiet", unsubs)
 	}
 	// b still answers locally with its pushed items; a subscribes again.
 	check(t, r, "b", []uint64{1000 + 100000, 5}, []bool{false, true}, Local)
 	check(t, r, "a", []uint64{1000, 5}, []bool{true, true}, Local)
+}
+
+func TestForgetUnsubscribesQuietlyAndDropsWhatFollows(t *testing.T) {
+	s, r := start(t, relaxed, nil)
+	check(t, r, "u1", ids, []bool{false, false, false, true, true}, Local)
+	// A refused quiet unsubscribe is still answered, by its error: it
+	// answers no request the replica waits for.
+	s.set(func(s *scripted) { s.refuseUnsubs = true })
+	r.Forget("homefeed", "u1")
+	// A push the server queued before it read the unsubscribe, for a user
+	// no longer held: dropped.
+	s.push(push("u1", 1, t0, 4))
+	sync_(t, r) // the unsubscribe has been read, its error received
+	var unsubs []*pb.SessionUnsubscribe
+	s.get(func(s *scripted) { unsubs = s.unsubs })
+	// Quiet: the server answers nothing, so nothing may wait for it.
+	if len(unsubs) != 1 || unsubs[0].UserId != "u1" || !unsubs[0].Quiet {
+		t.Fatalf("unsubscribed %v, want u1, quiet", unsubs)
+	}
+	if st := r.Stats(); st.Pushes != 0 || st.UsersHeld != 0 || st.FailedChecks != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The next check subscribes again, from the server's snapshot alone.
+	check(t, r, "u1", ids, []bool{false, false, false, true, true}, Local)
+	if st := r.Stats(); st.Snapshots != 2 {
+		t.Fatalf("stats %+v", st)
+	}
 }
 
 func TestOptionsAreChecked(t *testing.T) {

@@ -39,6 +39,7 @@ type replay struct {
 	named    map[uint64]bool
 	recorded []uint64
 	checked  int
+	quiet    bool // the last unsubscribe sent() returned was quiet
 }
 
 func newReplay(t *testing.T, name string) *replay {
@@ -72,6 +73,7 @@ func (rp *replay) sent(kind string) uint64 {
 		case *pb.SessionRequest_Unsubscribe:
 			if kind == "unsubscribe" {
 				id = m.RequestId
+				rp.quiet = m.GetUnsubscribe().GetQuiet()
 			}
 		}
 	}
@@ -97,6 +99,12 @@ func (rp *replay) request(m *pb.SessionRequest) {
 		if subscribed {
 			rp.r.Forget(u.Surface, u.UserId)
 			id = rp.sent("unsubscribe")
+		}
+		// The replica's unsubscribes are quiet, whatever the transcript's;
+		// the answer recorded for one that is not is delivered all the
+		// same and must change nothing.
+		if id != 0 && !rp.quiet {
+			rp.t.Fatalf("%s: the replica's unsubscribe of %q is not quiet", rp.name, u.UserId)
 		}
 	}
 	// ping: the freshness is set by compare; filter and none-set: not
@@ -273,8 +281,9 @@ func TestTranscriptErrors(t *testing.T) {
 }
 
 func TestTranscriptQuietUnsubscribe(t *testing.T) {
-	// This replica's own unsubscribe is answered; the transcript's quiet
-	// one is not, and nothing it holds depends on the answer.
+	// Nothing answers the quiet unsubscribe, and nothing the replica
+	// holds depends on an answer; the refused one (user_id empty) is not
+	// the replica's request (it holds no such user).
 	rp := newReplay(t, "quiet_unsubscribe.transcript").run()
 	s := rp.r.Stats()
 	if _, held := rp.r.entries[key{"homefeed", "u1"}]; s.Snapshots != 1 || s.Pushes != 0 || held || rp.checked == 0 {

@@ -607,10 +607,14 @@ class FilterReplica:
         e.synced = False
         stream = self._live_stream()
         if e.subscribed and stream is not None:
+            # Quiet: no answer wanted. The user is no longer held, so its
+            # pushes still in flight are dropped (_on_push), and a refused
+            # unsubscribe's error matches no request waited for.
             stream.send(pb.SessionRequest(
                 request_id=self._take_id(),
                 unsubscribe=pb.SessionUnsubscribe(surface=e.surface,
-                                                  user_id=e.user_id)))
+                                                  user_id=e.user_id,
+                                                  quiet=True)))
         e.subscribed = False
 
     # --- What the stream brings (reader thread) -----------------------

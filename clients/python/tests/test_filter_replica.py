@@ -3,9 +3,10 @@ process (scripted_session.py): which path each check takes (local, mode A
 on the stream, unary) when the copy is synced and fresh, after a sequence
 gap, a resync notice, a reset, an expired lease, a lagging or silent
 server, a refused subscribe, a stream that ended; aging by the server's
-clock (dead, uncertain, live); eviction by bytes; stats(). The filters are
-the golden transcripts' snapshots (real server bytes). No wall-clock
-asserts: the path taken and the counters say what happened.
+clock (dead, uncertain, live); eviction by bytes and forget (both quiet
+unsubscribes); stats(). The filters are the golden transcripts' snapshots
+(real server bytes). No wall-clock asserts: the path taken and the
+counters say what happened.
 From clients/python/ (build/python on PYTHONPATH, EF_TESTDATA_DIR set):
     /usr/bin/python3 -m unittest -v tests.test_filter_replica
 """
@@ -316,9 +317,35 @@ class FilterReplicaTest(unittest.TestCase):
         self.replica.check("homefeed", "u3", [1])
         unsubscribe = self.call.next_request("unsubscribe")
         self.assertEqual(unsubscribe.unsubscribe.user_id, "u2")
+        self.assertTrue(unsubscribe.unsubscribe.quiet)
         s = self.replica.stats()
         self.assertEqual((s["evictions"], s["users_held"]), (1, 2))
         self.assertLessEqual(s["bytes_held"], self.replica.max_bytes)
+
+    def test_forget_unsubscribes_quietly_and_drops_what_follows(self):
+        self.subscribe_with(SNAP_123)
+        self.replica.check("homefeed", "u1", [1])
+        self.replica.forget("homefeed", "u1")
+        unsubscribe = self.call.next_request("unsubscribe")
+        self.assertEqual(unsubscribe.unsubscribe.user_id, "u1")
+        # Quiet: the server answers nothing, so nothing may wait for it.
+        self.assertTrue(unsubscribe.unsubscribe.quiet)
+        # A push the server queued before it read the unsubscribe, for a
+        # user no longer held: dropped.
+        self.call.send(push("u1", 1, [7]))
+        # A refused quiet unsubscribe is still answered, by its error: it
+        # answers no request the replica waits for.
+        self.call.send(pb.SessionResponse(
+            request_id=unsubscribe.request_id, error=pb.SessionError(
+                code=3, message="unsubscribe.user_id: empty")))
+        self.replica.sync()
+        s = self.replica.stats()
+        self.assertEqual((s["pushes"], s["users_held"], s["failed_checks"]),
+                         (0, 0, 0))
+        # The next check subscribes again, from the server's snapshot alone.
+        self.assertEqual(self.replica.check_path("homefeed", "u1", [1, 7]),
+                         ([False, True], LOCAL))
+        self.assertEqual(self.replica.stats()["snapshots"], 2)
 
     def test_pushed_items_past_the_limit_are_compacted_by_a_snapshot(self):
         self.replica.compact_after_items = 2

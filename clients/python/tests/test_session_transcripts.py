@@ -63,7 +63,12 @@ class Replay:
             e = replica._entries.get((u.surface, u.user_id))  # pylint: disable=protected-access
             if e is not None and e.subscribed:
                 replica.forget(u.surface, u.user_id)
-                rid = self.call.next_request("unsubscribe").request_id
+                sent = self.call.next_request("unsubscribe")
+                # The replica's unsubscribes are quiet, whatever the
+                # transcript's; the answer recorded for one that is not
+                # is delivered all the same and must change nothing.
+                self.test.assertTrue(sent.unsubscribe.quiet, self.name)
+                rid = sent.request_id
         # ping: answered by the scripted server's own pongs; filter and
         # none-set: not the replica's requests.
         self.ids[request.request_id] = rid
@@ -154,8 +159,9 @@ class SessionTranscriptTest(unittest.TestCase):
         self.assertGreater(replay.checked, 0)
 
     def test_quiet_unsubscribe(self):
-        # This replica's own unsubscribe is answered; the transcript's quiet
-        # one is not, and nothing it holds depends on the answer.
+        # Nothing answers the quiet unsubscribe, and nothing the replica
+        # holds depends on an answer; the refused one (user_id empty) is
+        # not the replica's request (it holds no such user).
         replay = Replay(self, "quiet_unsubscribe.transcript").run()
         s = replay.replica.stats()
         self.assertEqual((s["snapshots"], s["pushes"]), (1, 0))

@@ -173,8 +173,13 @@ public final class FilterReplica implements AutoCloseable {
     return new Builder(channel);
   }
 
-  /** One user's copy. Guarded by the replica's lock. */
-  private static final class Entry {
+  /**
+   * One user's copy. Guarded by the replica's lock. Package-private, as are
+   * Stream, lock, entries, liveStream, local, getOrCreate and subscribe:
+   * SessionTranscriptsTest replays the golden transcripts through the
+   * replica's own message handling with them.
+   */
+  static final class Entry {
     final String surface;
     final String userId;
     FilterView filter;  // the last snapshot's (null: nothing claimed)
@@ -235,7 +240,7 @@ public final class FilterReplica implements AutoCloseable {
   }
 
   /** One Session call. */
-  private final class Stream implements StreamObserver<SessionResponse> {
+  final class Stream implements StreamObserver<SessionResponse> {
     StreamObserver<SessionRequest> requests;
     boolean ended;  // guarded by lock
     boolean finished;  // gRPC ended the call (guarded by lock)
@@ -271,9 +276,9 @@ public final class FilterReplica implements AutoCloseable {
   private final long maxStalenessNanos;
   private final ExposureFilterGrpc.ExposureFilterStub async;
   private final ExposureFilterGrpc.ExposureFilterBlockingStub blocking;
-  private final Object lock = new Object();
+  final Object lock = new Object();
   private final ScheduledExecutorService pinger;
-  private final LinkedHashMap<String, Entry> entries = new LinkedHashMap<>();
+  final LinkedHashMap<String, Entry> entries = new LinkedHashMap<>();
   private final Map<Long, Long> pings = new HashMap<>();  // id -> nanoTime sent
   private final Map<Long, Entry> subscribes = new HashMap<>();
   private final Map<Long, Pending> filters = new HashMap<>();
@@ -528,7 +533,7 @@ public final class FilterReplica implements AutoCloseable {
     return true;
   }
 
-  private Stream liveStream() {
+  Stream liveStream() {
     Stream s = stream;
     return s != null && !s.ended && !closed ? s : null;
   }
@@ -539,7 +544,7 @@ public final class FilterReplica implements AutoCloseable {
   }
 
   /** The local answer, or null (counted) when the copy cannot be trusted. */
-  private boolean[] local(Entry e, long[] hashes) {
+  boolean[] local(Entry e, long[] hashes) {
     long now = System.nanoTime();
     if (!e.synced) {
       notSynced++;
@@ -635,7 +640,7 @@ public final class FilterReplica implements AutoCloseable {
   // ------------------------------------------------ the copies (lock held)
 
   /** The user's entry, now the most recently used (entries is in insertion order). */
-  private Entry getOrCreate(String surface, String userId) {
+  Entry getOrCreate(String surface, String userId) {
     String k = key(surface, userId);
     Entry e = entries.remove(k);
     if (e == null) {
@@ -654,7 +659,7 @@ public final class FilterReplica implements AutoCloseable {
   }
 
   /** A subscribe with the version held and a ping right behind it. */
-  private void subscribe(Entry e, Stream s) {
+  void subscribe(Entry e, Stream s) {
     long rid = nextId++;
     e.subscribed = true;
     e.refused = null;
@@ -708,8 +713,12 @@ public final class FilterReplica implements AutoCloseable {
     e.synced = false;
     Stream s = liveStream();
     if (e.subscribed && s != null) {
+      // Quiet: no answer wanted. The user is no longer held, so its pushes
+      // still in flight are dropped (onPush), and a refused unsubscribe's
+      // error matches no request waited for (onAnswer).
       s.send(SessionRequest.newBuilder().setRequestId(nextId++).setUnsubscribe(
-          SessionUnsubscribe.newBuilder().setSurface(e.surface).setUserId(e.userId)).build());
+          SessionUnsubscribe.newBuilder().setSurface(e.surface).setUserId(e.userId)
+              .setQuiet(true)).build());
     }
     e.subscribed = false;
   }

@@ -24,7 +24,8 @@ import org.junit.jupiter.api.Test;
  * FilterReplica against a scripted Session server (ScriptedSession): the
  * path of each check (local only while synced, fresh and clear of an
  * uncertain slice expiry), a gap and a resync notice, aging by the
- * server's clock, staleness and a stream's end, the LRU bound.
+ * server's clock, staleness and a stream's end, the LRU bound, forget (both
+ * quiet unsubscribes).
  */
 class FilterReplicaTest {
   static final String U = "u1";
@@ -237,9 +238,46 @@ class FilterReplicaTest {
         r -> r.hasUnsubscribe() && r.getUnsubscribe().getUserId().equals("b")));
     assertFalse(server.received.stream().anyMatch(
         r -> r.hasUnsubscribe() && !r.getUnsubscribe().getUserId().equals("b")));
+    assertTrue(server.received.stream().filter(SessionRequest::hasUnsubscribe)
+        .allMatch(r -> r.getUnsubscribe().getQuiet()), "eviction's unsubscribe is quiet");
     // b comes back through a new subscribe.
     assertEquals(FilterReplica.Path.LOCAL, check("b", IDS).path());
     assertEquals(2, server.subscribes("b"));
+  }
+
+  @Test
+  void forgetUnsubscribesQuietlyAndDropsWhatFollows() throws Exception {
+    check(U, IDS);
+    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(7));
+    replica.sync(Duration.ofSeconds(5));
+    assertFalse(check(U, IDS).keep()[0]);
+    // A refused quiet unsubscribe is still answered, by its error: it
+    // answers no request the replica waits for.
+    server.refuseUnsubscribes = SessionError.newBuilder().setCode(3)
+        .setMessage("unsubscribe.user_id: scripted refusal").build();
+    replica.forget("homefeed", U);
+    // A push the server queued before it read the unsubscribe, for a user
+    // no longer held: dropped.
+    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(8));
+    replica.sync(Duration.ofSeconds(5));  // the unsubscribe read, its error received
+    List<SessionRequest> unsubscribes = server.received.stream()
+        .filter(SessionRequest::hasUnsubscribe).toList();
+    assertEquals(1, unsubscribes.size());
+    assertEquals(U, unsubscribes.get(0).getUnsubscribe().getUserId());
+    // Quiet: the server answers nothing, so nothing may wait for it.
+    assertTrue(unsubscribes.get(0).getUnsubscribe().getQuiet(), "forget's unsubscribe is quiet");
+    FilterReplica.Stats s = replica.stats();
+    assertEquals(1, s.pushes());
+    assertEquals(0, s.usersHeld());
+    assertEquals(0, s.failedChecks());
+    // The next check subscribes again, from the server's snapshot alone
+    // (the empty filter: neither pushed item is held).
+    server.refuseUnsubscribes = null;
+    FilterReplica.Result r = check(U, IDS);
+    assertEquals(FilterReplica.Path.LOCAL, r.path());
+    assertArrayEquals(new boolean[] {true, true, true}, r.keep());
+    assertEquals(2, replica.stats().snapshots());
+    assertEquals(2, server.subscribes(U));
   }
 
   @Test

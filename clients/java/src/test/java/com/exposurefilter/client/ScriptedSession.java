@@ -30,7 +30,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * An in-process server whose Session stream a test scripts: it answers
  * subscribes with a snapshot of the empty filter (tests/testdata/empty.json)
  * at the user's current sequence, pings with pongs at {@link #serverTimeMs},
- * mode-A filters (stream and unary) with "keep all"; the test pushes,
+ * mode-A filters (stream and unary) with "keep all", unsubscribes as a real
+ * server does (unsubscribed, nothing when quiet, {@link #refuseUnsubscribes}
+ * when set); the test pushes,
  * resyncs or ends the stream, holds snapshots or pongs back, and reads the
  * requests received.
  */
@@ -47,6 +49,7 @@ final class ScriptedSession implements AutoCloseable {
   volatile boolean silent;  // no pongs
   volatile boolean lagging;
   volatile SessionError refuse;  // answers subscribes when set
+  volatile SessionError refuseUnsubscribes;  // answers unsubscribes, quiet or not, when set
   final List<SessionRequest> received = new CopyOnWriteArrayList<>();
   final AtomicInteger unaryCalls = new AtomicInteger();
   final AtomicInteger streamsOpened = new AtomicInteger();
@@ -177,10 +180,16 @@ final class ScriptedSession implements AutoCloseable {
               }
               case FILTER -> send(refuse != null ? a.setError(refuse).build()
                   : a.setFilter(keepAll(r.getFilter())).build());
-              case UNSUBSCRIBE -> send(a.setUnsubscribed(SessionUnsubscribed.newBuilder()
-                  .setSurface(r.getUnsubscribe().getSurface())
-                  .setUserId(r.getUnsubscribe().getUserId())
-                  .setReason(SessionUnsubscribed.Reason.REQUESTED)).build());
+              case UNSUBSCRIBE -> {
+                if (refuseUnsubscribes != null) {
+                  send(a.setError(refuseUnsubscribes).build());
+                } else if (!r.getUnsubscribe().getQuiet()) {
+                  send(a.setUnsubscribed(SessionUnsubscribed.newBuilder()
+                      .setSurface(r.getUnsubscribe().getSurface())
+                      .setUserId(r.getUnsubscribe().getUserId())
+                      .setReason(SessionUnsubscribed.Reason.REQUESTED)).build());
+                }
+              }
               default -> { }
             }
           }
