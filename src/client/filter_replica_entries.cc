@@ -170,9 +170,12 @@ void FilterReplica::Impl::Drop(
     r.set_request_id(next_id_.fetch_add(1, std::memory_order_relaxed));
     r.mutable_unsubscribe()->set_surface(victim->surface);
     r.mutable_unsubscribe()->set_user_id(victim->user_id);
-    // No answer wanted: pushes of a user not held are dropped anyway.
+    // No answer wanted: pushes of a user not held are dropped anyway. Nor
+    // is it urgent: it rides with the next request (a feed's next
+    // subscribe, or the pinger's ping within ping_interval), one write
+    // fewer per forgotten user.
     r.mutable_unsubscribe()->set_quiet(true);
-    call->Send(std::move(r));
+    call->SendBuffered(std::move(r));
   }
 }
 

@@ -292,8 +292,11 @@ void FilterReplica::Impl::PingLoop() {
         reconnect = true;
       }
       // Nothing to keep fresh (unless a router needs to know the server
-      // answers).
-      if (lru_.empty() && !options_.ping_when_idle) call = nullptr;
+      // answers, or a held-back unsubscribe waits for a write to carry it).
+      if (lru_.empty() && !options_.ping_when_idle &&
+          (call == nullptr || !call->holds_buffered())) {
+        call = nullptr;
+      }
     }
     if (reconnect) {
       Reconnect();

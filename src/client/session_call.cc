@@ -24,21 +24,33 @@ std::shared_ptr<SessionCall> SessionCall::Start(
 
 bool SessionCall::Send(const exposure::v1::SessionRequest& request) {
   absl::MutexLock lock(&write_mu_);
-  return SendLocked(request);
+  return SendLocked(request, /*buffered=*/false);
+}
+
+bool SessionCall::SendBuffered(const exposure::v1::SessionRequest& request) {
+  absl::MutexLock lock(&write_mu_);
+  return SendLocked(request, /*buffered=*/true);
 }
 
 bool SessionCall::TrySend(const exposure::v1::SessionRequest& request) {
   if (!write_mu_.TryLock()) return false;
-  const bool sent = SendLocked(request);
+  const bool sent = SendLocked(request, /*buffered=*/false);
   write_mu_.Unlock();
   return sent;
 }
 
-bool SessionCall::SendLocked(const exposure::v1::SessionRequest& request) {
+bool SessionCall::SendLocked(const exposure::v1::SessionRequest& request,
+                             bool buffered) {
   if (closed_) return false;
   write_started_ns_.store(absl::GetCurrentTimeNanos(),
                           std::memory_order_relaxed);
-  const bool ok = stream_->Write(request);
+  // With the buffer hint, HTTP/2 (chttp2) appends the message to the
+  // stream's buffer and completes the write at once unless 64 KiB are
+  // buffered; the next write without it sends everything buffered.
+  grpc::WriteOptions options;
+  if (buffered) options.set_buffer_hint();
+  const bool ok = stream_->Write(request, options);
+  holds_buffered_.store(buffered && ok, std::memory_order_relaxed);
   write_started_ns_.store(0, std::memory_order_relaxed);
   if (!ok) {
     // The stream is broken; the read side sees the end too.

@@ -57,10 +57,19 @@ class SessionCall final {
   // flow control holds the stream (a server that stops reading); Cancel
   // releases it.
   bool Send(const exposure::v1::SessionRequest& request);
+  // Send, held back (gRPC's buffer hint): the request goes on the wire with
+  // the next request sent without it, in one write, instead of a system
+  // call and a server wake-up of its own. For requests nobody waits on (a
+  // quiet unsubscribe); holds_buffered() says one is waiting for the next
+  // write, which the caller must make happen (the pinger's ping does).
+  bool SendBuffered(const exposure::v1::SessionRequest& request);
   // Send, unless another thread's write is running: false then too, at
   // once. For the pinger, which must not wait behind a write stuck on a
   // server that stopped reading (it is the one that notices).
   bool TrySend(const exposure::v1::SessionRequest& request);
+  bool holds_buffered() const {
+    return holds_buffered_.load(std::memory_order_relaxed);
+  }
   // How long the write running now has been blocked (zero if none): a
   // server that stopped reading holds a write once HTTP/2's window is full.
   absl::Duration WriteBlockedFor() const;
@@ -77,7 +86,7 @@ class SessionCall final {
 
  private:
   void ReadLoop();
-  bool SendLocked(const exposure::v1::SessionRequest& request)
+  bool SendLocked(const exposure::v1::SessionRequest& request, bool buffered)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   Listener* const listener_;
@@ -91,6 +100,8 @@ class SessionCall final {
   // When the running write started, in absl::GetCurrentTimeNanos(); 0 when
   // none runs. Read without the lock (by the pinger).
   std::atomic<int64_t> write_started_ns_{0};
+  // The last write was SendBuffered's: it waits in gRPC for the next one.
+  std::atomic<bool> holds_buffered_{false};
   std::atomic<bool> ended_{false};
   absl::Notification done_;
   std::thread reader_;

@@ -444,6 +444,7 @@ class ScriptedSessionService final : public v1::ExposureFilter::Service {
         stream->Write(KeepAllBut(req.request_id(), req.filter(), 1));
       } else if (req.has_subscribe()) {
         const int n = ++subscribes_;
+        if (n == 2) quiet_before_second_subscribe_ = quiet_unsubscribes_.load();
         stream->Write(
             EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
         if (n == 1) after_first_(req.subscribe(), opted_in_, stream);
@@ -458,6 +459,7 @@ class ScriptedSessionService final : public v1::ExposureFilter::Service {
   std::atomic<int> subscribes_{0};
   std::atomic<int> quiet_unsubscribes_{0};
   std::atomic<int> answered_unsubscribes_{0};
+  std::atomic<int> quiet_before_second_subscribe_{-1};
 
  private:
   const AfterFirstSubscribe after_first_;
@@ -596,6 +598,22 @@ TEST(FilterReplicaForgetTest, AForgottenUserIsUnsubscribedQuietly) {
   }
   EXPECT_EQ(service.quiet_unsubscribes_, 1);
   EXPECT_EQ(service.answered_unsubscribes_, 0);
+}
+
+// The quiet unsubscribe is held back for the next request to carry (above,
+// with nobody else held, the pinger's ping carried it): it still reaches
+// the server before that request, in the order sent.
+TEST(FilterReplicaForgetTest, AHeldBackUnsubscribeGoesBeforeTheNextRequest) {
+  ScriptedSessionService service(
+      [](const v1::SessionSubscribe&, bool, SessionStreamRw*) {});
+  Scripted s(&service);
+  ASSERT_NE(s.replica, nullptr);
+  std::vector<uint8_t> keep(1);
+  ASSERT_TRUE(s.replica->Check("h", "u1", {5}, {}, keep.data()).ok());
+  s.replica->Forget("h", "u1");
+  ASSERT_TRUE(s.replica->Check("h", "u2", {5}, {}, keep.data()).ok());
+  EXPECT_EQ(service.subscribes_, 2);
+  EXPECT_EQ(service.quiet_before_second_subscribe_, 1);
 }
 
 TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {
