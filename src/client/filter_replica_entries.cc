@@ -164,6 +164,13 @@ void FilterReplica::Impl::Drop(
   for (const std::shared_ptr<Entry>& victim : victims) {
     absl::MutexLock lock(&victim->mu);
     victim->synced = false;
+    if (victim->subscribe_id != 0) {
+      // A subscribe still unanswered: its answer will find no entry, so
+      // nothing else would take its id off the map while the stream lasts.
+      absl::MutexLock lock2(&mu_);
+      subscribes_.erase(victim->subscribe_id);
+      victim->subscribe_id = 0;
+    }
     if (!victim->subscribed || call == nullptr) continue;
     victim->subscribed = false;
     v1::SessionRequest r;
