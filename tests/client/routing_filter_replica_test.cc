@@ -198,7 +198,12 @@ TEST_F(RoutingFilterReplicaTest, OwnerGoneLosesNoPushedItem) {
     local_on_next = path == CheckPath::kLocal && served_by == owners[1];
   }
   ASSERT_TRUE(local_on_next);
-  EXPECT_EQ(replica->stats().moves, 1u);
+  // The kill's move at least. On a loaded machine the user may also have
+  // moved before it: a first check while the stream to owner 0 has no pong
+  // yet is served by owner 1, and the next by owner 0 (a move), as is a
+  // copy that reports itself lagging past --max_serving_lag. Every check
+  // above, across any move, missed nothing.
+  EXPECT_GE(replica->stats().moves, 1u);
 }
 
 TEST_F(RoutingFilterReplicaTest, BrokenStreamResyncsWithoutAMiss) {
