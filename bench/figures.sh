@@ -9,11 +9,11 @@
 # Table and charts come from one set of files in one run, so they cannot
 # disagree. Run it on a quiet machine (nothing else building), then commit
 # docs/performance.md and docs/img/ together.
-#   bash bench/figures.sh                    # memory, compare, check, soak
+#   bash bench/figures.sh                    # memory, compare, feed, check, soak
 #   bash bench/figures.sh memory check       # only some of them
 #   PLOT_ONLY=1 bash bench/figures.sh        # redraw table and charts from
 #                                            # the last runs' JSON in $DATA
-# What runs (about 16 minutes in all):
+# What runs (about 19 minutes in all):
 #   memory   GLIBC_TUNABLES=glibc.malloc.tcache_count=0
 #            $BUILD/bench/memory_bench --benchmark_format=json (~1 min):
 #            the memory rows and docs/img/memory_per_user.png
@@ -22,6 +22,12 @@
 #            GetFilter, Redis and RecordExposure rows and
 #            docs/img/throughput_p99.png (PARTS=classic: the feed loop,
 #            which has no headline row, is compare.sh's own)
+#   feed     bench/compare.sh PARTS=feed with FEED_K="1 10", 2 client threads,
+#            FEED_DURATION=$FEED_DURATION (5s) and WARMUP=$COMPARE_WARMUP per
+#            run (~3 min): the feed-loop rows (the session stream against
+#            the Redis block list at K = 10, against mode B at K = 1); the
+#            whole feed table, K = 50 and 8 threads included, is
+#            `PARTS=feed bash bench/compare.sh` (docs/performance.md)
 #   check    $BUILD/bench/filter_bench, BM_RemoveExposedUser at 2,000 items in
 #            1 and 7 slices, formats 1 and 2, median of 3 (~1 min): the
 #            in-process check row
@@ -42,14 +48,15 @@ IMG=${IMG:-docs/img}
 DOC=${DOC:-docs/performance.md}
 COMPARE_DURATION=${COMPARE_DURATION:-8s}
 COMPARE_WARMUP=${COMPARE_WARMUP:-2s}
+FEED_DURATION=${FEED_DURATION:-5s}
 SOAK_DURATION=${SOAK_DURATION:-10m}
 SOAK_INTERVAL=${SOAK_INTERVAL:-1m}
 what=("$@")
-((${#what[@]})) || what=(memory compare check soak)
+((${#what[@]})) || what=(memory compare feed check soak)
 for w in "${what[@]}"; do
   case $w in
-    memory | compare | check | soak) ;;
-    *) echo "usage: bench/figures.sh [memory] [compare] [check] [soak]" >&2
+    memory | compare | feed | check | soak) ;;
+    *) echo "usage: bench/figures.sh [memory] [compare] [feed] [check] [soak]" >&2
        exit 2 ;;
   esac
 done
@@ -115,6 +122,17 @@ for w in "${what[@]}"; do
           "$start" "$load0"
       fi
       inputs+=(--compare "$DATA/compare") ;;
+    feed)
+      if [[ ${PLOT_ONLY:-0} != 1 ]]; then
+        PARTS=feed FEED_K="1 10" FEED_WIDE_THREADS= FEED_DURATION=$FEED_DURATION \
+          WARMUP=$COMPARE_WARMUP BUILD=$BUILD \
+          OUT="$DATA/feed" bash bench/compare.sh | tee "$DATA/feed.txt"
+        built=1
+        provenance "$DATA/feed/provenance.json" \
+          "PARTS=feed FEED_K=\"1 10\" FEED_WIDE_THREADS= FEED_DURATION=$FEED_DURATION WARMUP=$COMPARE_WARMUP bash bench/compare.sh" \
+          "$start" "$load0"
+      fi
+      inputs+=(--feed "$DATA/feed") ;;
     check)
       if [[ ${PLOT_ONLY:-0} != 1 ]]; then
         build_once
@@ -148,7 +166,7 @@ done
 plot_args=() table_args=()
 for ((i = 0; i < ${#inputs[@]}; i += 2)); do
   flag=${inputs[i]} path=${inputs[i + 1]}
-  if [[ $flag != --check ]]; then plot_args+=("$flag" "$path"); fi
+  if [[ $flag != --check && $flag != --feed ]]; then plot_args+=("$flag" "$path"); fi
   if [[ $flag != --soak ]]; then table_args+=("$flag" "$path"); fi
 done
 if ((${#plot_args[@]})); then

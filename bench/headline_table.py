@@ -11,6 +11,11 @@ same inputs, same run of bench/figures.sh) cannot disagree.
            the store against RedisBloom.
   check    filter_bench --benchmark_format=json, BM_RemoveExposedUser: the
            in-process check of 5,000 candidates, format 2 beside format 1.
+  feed     bench/compare.sh's OUT dir of its feed part (one
+           exposure-filter-feed-bench report per system, K and thread
+           count): the session stream's recall loop at K = 10 against the
+           Redis block list (plain and client-cached), and at K = 1 against
+           mode B.
 
 Each input may carry a provenance.json (bench/figures.sh writes it: the
 command, when it ran, the load average, the git commit); every row names the
@@ -20,7 +25,7 @@ has in the document (a partial run, `bash bench/figures.sh memory`, redraws
 only the memory rows and chart), so no row is ever invented or blanked.
 
   /usr/bin/python3 bench/headline_table.py --doc docs/performance.md \\
-      [--compare DIR] [--memory FILE] [--check FILE] [--img-dir DIR]
+      [--compare DIR] [--memory FILE] [--check FILE] [--feed DIR]
 Standard library only. Normally run through bench/figures.sh.
 """
 import argparse
@@ -46,6 +51,8 @@ INFO_LIMIT_BITS = 6.64
 # Row labels: the first cell of each row, also the key a partial run uses
 # to keep the rows it does not redraw. Order is the table's.
 ROWS = [
+    "Feed loop, K = 10 requests per session, 5,000 candidates, 2 client threads",
+    "Feed loop, K = 1 request per session, 5,000 candidates, 2 client threads",
     "FilterRecalled, 5,000 candidates, KEEP_MASK",
     "FilterRecalled, 5,000 candidates, KEPT_IDS",
     "GetFilter + local check (pull mode), 5,000 candidates",
@@ -149,7 +156,7 @@ def compare_rows(d):
         return "; Redis block list %s req/s: %s" % (
             num(redis["rps"]), times(ratio(s["rps"], redis["rps"])))
 
-    for key, label in (("filter_mask", ROWS[0]), ("filter_ids", ROWS[1])):
+    for key, label in (("filter_mask", ROWS[2]), ("filter_ids", ROWS[3])):
         s = fig(runs, key + ".server")
         if s is None:
             continue
@@ -166,7 +173,7 @@ def compare_rows(d):
         if cached is not None:
             extra = "; with `if_version` revalidation %s req/s" % num(
                 cached["rps"])
-        rows[ROWS[2]] = (
+        rows[ROWS[4]] = (
             "%s req/s, p99 %s ms, %s µs server CPU per request%s"
             % (num(s["rps"]), num(ms(s["p99"]), "{:.2f}"),
                num(s["cpu"], "{:.1f}"), extra),
@@ -182,7 +189,7 @@ def compare_rows(d):
             if s is not None:
                 parts.append("%s %s" % (what, times(ratio(s["rps"],
                                                           redis["rps"]))))
-        rows[ROWS[3]] = (
+        rows[ROWS[5]] = (
             "%s req/s, p99 %s ms, %s µs Redis CPU per request, FP %s"
             % (num(redis["rps"]), num(ms(redis["p99"]), "{:.2f}"),
                num(redis["cpu"], "{:.1f}"), num(redis["fp"], "{:.3%}")),
@@ -191,7 +198,7 @@ def compare_rows(d):
     s = fig(runs, "record.server")
     if s is not None:
         c = fig(runs, "record.ceiling")
-        rows[ROWS[4]] = (
+        rows[ROWS[6]] = (
             "%s M items/s (%s req/s), p99 %s ms, %s µs server CPU per request"
             % (num(None if s["items"] is None else s["items"] / 1e6,
                    "{:.2f}"), num(s["rps"]), num(ms(s["p99"]), "{:.2f}"),
@@ -200,6 +207,79 @@ def compare_rows(d):
                 num(c["rps"]), times(ratio(s["rps"], c["rps"])))
             if c else "transport ceiling not run",
             prov, cmd)
+    return rows
+
+
+# --- compare.sh's feed part ---------------------------------------------
+
+def feed_runs(d):
+    """(K, threads, system) -> the feed bench's report (its last line)."""
+    runs = {}
+    for f in sorted(os.listdir(d)):
+        if not (f.startswith("feed.") and f.endswith(".json")):
+            continue
+        with open(os.path.join(d, f)) as fh:
+            text = fh.read().strip()
+        if text:
+            r = json.loads(text.splitlines()[-1])
+            runs[(r["session_requests"], r["threads"], r["system"])] = r
+    return runs
+
+
+def feed_cpu(r):
+    c = r.get("client_cpu_us_per_request")
+    s = r.get("server_cpu_us_per_request")
+    return None if c is None or s is None else c + s
+
+
+def feed_rows(d):
+    runs = feed_runs(d)
+    prov = provenance(d)
+    cmd = "`bash bench/figures.sh feed`"
+    rows = {}
+    s = runs.get((10, 2, "session"))
+    if s is not None:
+        misses = s.get("fn_outside_bound", 0) + s.get("fn_unresolved", 0)
+        figure = ("session stream %s req/s, %s µs CPU per request (client + "
+                  "server), hit ratio %s, staleness p99 %s ms, %s false "
+                  "negatives beyond the %s ms bound"
+                  % (num(s.get("requests_per_s")), num(feed_cpu(s)),
+                     num(s.get("hit_ratio"), "{:.2f}"),
+                     num((s.get("staleness_ms") or {}).get("p99"), "{:.1f}"),
+                     num(misses), num(s.get("staleness_bound_ms"))))
+        parts = []
+        for key, what in (("redis", "Redis block list"),
+                          ("redis_cached", "with Redis client-side caching")):
+            b = runs.get((10, 2, key))
+            if b is None:
+                continue
+            text = "%s %s req/s: **%s** req/s" % (
+                what, num(b.get("requests_per_s")),
+                times(ratio(s.get("requests_per_s"), b.get("requests_per_s"))))
+            if key == "redis":
+                text += ", %s CPU per request" % times(
+                    ratio(feed_cpu(s), feed_cpu(b)))
+            parts.append(text)
+        rows[ROWS[0]] = (figure, "; ".join(parts) or "Redis not run", prov,
+                         cmd)
+    s = runs.get((1, 2, "session"))
+    if s is not None:
+        figure = ("session stream %s req/s, %s µs CPU per request (client + "
+                  "server)" % (num(s.get("requests_per_s")), num(feed_cpu(s))))
+        parts = []
+        for key, what in (("mode_b", "mode B (GetFilter + local check)"),
+                          ("stream_a", "mode A on the stream"),
+                          ("redis", "Redis block list")):
+            b = runs.get((1, 2, key))
+            if b is not None:
+                parts.append("%s %s req/s: %s" % (
+                    what, num(b.get("requests_per_s")),
+                    times(ratio(s.get("requests_per_s"),
+                                b.get("requests_per_s")))))
+        if parts:
+            parts[0] = parts[0].replace(": ", ": **", 1) + "**"
+        rows[ROWS[1]] = (figure, "; ".join(parts) or "mode B not run", prov,
+                         cmd)
     return rows
 
 
@@ -238,7 +318,7 @@ def memory_rows(path):
             extra = ("; the same in real time (3–4 sessions a day, sweeper "
                      "every minute): peak %s B" % num(
                          sessions.get("peak_B_per_user")))
-        rows[ROWS[5]] = (
+        rows[ROWS[7]] = (
             "%s B/user right after the writes, %s idle (%s bits/item); FP "
             "%s measured (bound %s), %s false negatives%s"
             % (num(p2.get("written_B_per_user")), num(idle),
@@ -254,7 +334,7 @@ def memory_rows(path):
     p4 = bm.get("BM_ArrivalPatterns/4")
     if p4 is not None:
         b = p4.get("accounted_B_per_user")
-        rows[ROWS[6]] = (
+        rows[ROWS[8]] = (
             "%s B/user all-in (filter, key, map slot), %s false negatives"
             % (num(b), num(p4.get("false_negatives"))),
             "RedisBloom reserved for 20 at 1%% %s B: %s"
@@ -287,7 +367,7 @@ def check_rows(path):
     if one is not None:
         base.append("the same 2,000 items in 1 slice %s µs" % num(
             one, "{:.1f}"))
-    return {ROWS[7]: (
+    return {ROWS[9]: (
         "%s µs CPU per call: %s ns per candidate, **%s ns per candidate per "
         "live slice**" % (num(f2, "{:.1f}"), num(per_cand, "{:.2f}"),
                           num(per_cand / 7, "{:.2f}")),
@@ -353,6 +433,7 @@ def main():
     ap.add_argument("--compare")
     ap.add_argument("--memory")
     ap.add_argument("--check")
+    ap.add_argument("--feed")
     args = ap.parse_args()
     with open(args.doc) as f:
         text = f.read()
@@ -368,9 +449,11 @@ def main():
         new_charts["memory"] = provenance(args.memory)
     if args.check:
         new_rows.update(check_rows(args.check))
+    if args.feed:
+        new_rows.update(feed_rows(args.feed))
     if not new_rows:
         sys.exit("headline_table: no rows from the inputs given "
-                 "(--compare, --memory, --check)")
+                 "(--compare, --memory, --check, --feed)")
     old_rows, old_charts = existing_block(text)
     block = render(new_rows, old_rows, new_charts, old_charts)
     head, rest = text.split(BEGIN, 1)
