@@ -68,22 +68,36 @@ if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 fi
 mkdir -p "$DATA" "$IMG"
 
-# provenance DEST COMMAND START_EPOCH START_LOAD
+# provenance DEST COMMAND START_EPOCH START_LOAD [START_CPU_LINE]
+# START_CPU_LINE: the "cpu" line of /proc/stat when the part started; with
+# it the record carries the host's steal time over the part (the share of
+# this VM's CPU time the hypervisor gave to others): the machine's noise,
+# which moves even same-run ratios when it is high.
 provenance() {
-  local dest=$1 command=$2 start=$3 load0=$4
-  local end load1 git
+  local dest=$1 command=$2 start=$3 load0=$4 stat0=${5:-}
+  local end load1 git stat1
   end=$(date +%s)
   load1=$(cut -d' ' -f1 /proc/loadavg)
+  stat1=$(head -1 /proc/stat)
   git=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   git diff --quiet HEAD 2>/dev/null || git="$git+changes"
-  /usr/bin/python3 - "$dest" "$command" "$start" "$end" "$load0" "$load1" "$git" <<'PY'
+  /usr/bin/python3 - "$dest" "$command" "$start" "$end" "$load0" "$load1" "$git" \
+    "$stat0" "$stat1" <<'PY'
 import json, sys, time
-dest, command, start, end, load0, load1, git = sys.argv[1:]
+dest, command, start, end, load0, load1, git, stat0, stat1 = sys.argv[1:]
 fmt = lambda t: time.strftime("%Y-%m-%d %H:%M", time.gmtime(int(t)))
-json.dump({"command": command, "started": fmt(start), "finished": fmt(end),
-           "duration": "%d s" % (int(end) - int(start)),
-           "load_average": "%s-%s" % tuple(sorted((load0, load1), key=float)),
-           "git": git}, open(dest, "w"), indent=1)
+record = {"command": command, "started": fmt(start), "finished": fmt(end),
+          "duration": "%d s" % (int(end) - int(start)),
+          "load_average": "%s-%s" % tuple(sorted((load0, load1), key=float)),
+          "git": git}
+if stat0:
+    # cpu user nice system idle iowait irq softirq steal ...
+    a = [int(x) for x in stat0.split()[1:9]]
+    b = [int(x) for x in stat1.split()[1:9]]
+    total = sum(b) - sum(a)
+    if total > 0:
+        record["steal"] = "%.0f%%" % (100.0 * (b[7] - a[7]) / total)
+json.dump(record, open(dest, "w"), indent=1)
 PY
 }
 
@@ -99,7 +113,7 @@ build_once() {
 
 inputs=()
 for w in "${what[@]}"; do
-  start=$(date +%s); load0=$(cut -d' ' -f1 /proc/loadavg)
+  start=$(date +%s); load0=$(cut -d' ' -f1 /proc/loadavg); stat0=$(head -1 /proc/stat)
   case $w in
     memory)
       if [[ ${PLOT_ONLY:-0} != 1 ]]; then
@@ -108,7 +122,7 @@ for w in "${what[@]}"; do
         GLIBC_TUNABLES=glibc.malloc.tcache_count=0 \
           "$BUILD/bench/memory_bench" --benchmark_format=json >"$DATA/memory.json"
         provenance "$DATA/memory.json.provenance.json" \
-          "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 $BUILD/bench/memory_bench --benchmark_format=json" "$start" "$load0"
+          "GLIBC_TUNABLES=glibc.malloc.tcache_count=0 $BUILD/bench/memory_bench --benchmark_format=json" "$start" "$load0" "$stat0"
       fi
       inputs+=(--memory "$DATA/memory.json") ;;
     compare)
@@ -119,7 +133,7 @@ for w in "${what[@]}"; do
         built=1
         provenance "$DATA/compare/provenance.json" \
           "PARTS=classic DURATION=$COMPARE_DURATION WARMUP=$COMPARE_WARMUP bash bench/compare.sh" \
-          "$start" "$load0"
+          "$start" "$load0" "$stat0"
       fi
       inputs+=(--compare "$DATA/compare") ;;
     feed)
@@ -130,7 +144,7 @@ for w in "${what[@]}"; do
         built=1
         provenance "$DATA/feed/provenance.json" \
           "PARTS=feed FEED_K=\"1 10\" FEED_WIDE_THREADS= FEED_DURATION=$FEED_DURATION WARMUP=$COMPARE_WARMUP bash bench/compare.sh" \
-          "$start" "$load0"
+          "$start" "$load0" "$stat0"
       fi
       inputs+=(--feed "$DATA/feed") ;;
     check)
@@ -142,7 +156,7 @@ for w in "${what[@]}"; do
           --benchmark_report_aggregates_only=true --benchmark_format=json)
         "${check_cmd[@]}" >"$DATA/check.json"
         provenance "$DATA/check.json.provenance.json" "${check_cmd[*]}" \
-          "$start" "$load0"
+          "$start" "$load0" "$stat0"
       fi
       inputs+=(--check "$DATA/check.json") ;;
     soak)
@@ -155,7 +169,7 @@ for w in "${what[@]}"; do
         built=1
         provenance "$DATA/soak/provenance.json" \
           "DURATION=$SOAK_DURATION INTERVAL=$SOAK_INTERVAL bash bench/soak.sh" \
-          "$start" "$load0"
+          "$start" "$load0" "$stat0"
       fi
       inputs+=(--soak "$DATA/soak") ;;
   esac

@@ -87,7 +87,9 @@ def when(prov):
         return "?"
     day, start = (prov.get("started", "? ?").split(" ") + ["?"])[:2]
     end = prov.get("finished", "? ?").split(" ")[-1]
-    return "%s %s–%s, load %s" % (day, start, end, prov.get("load_average", "?"))
+    steal = ", host steal %s" % prov["steal"] if "steal" in prov else ""
+    return "%s %s–%s, load %s%s" % (day, start, end,
+                                    prov.get("load_average", "?"), steal)
 
 
 def commit(prov):
