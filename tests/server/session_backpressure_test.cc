@@ -134,8 +134,22 @@ TEST_F(SessionBackpressureTest, AStoppedReaderIsBoundedThenResynced) {
   while (resyncs_seen == 0 || !synced ||
          sequence != static_cast<uint64_t>(kWrites)) {
     const std::optional<v1::SessionResponse> r = c.Next();
-    ASSERT_TRUE(r.has_value()) << "the stream stalled at sequence " << sequence
-                               << " after " << resyncs_seen << " resync(s)";
+    if (!r.has_value()) {
+      // Stalled (nothing for 20 s) or ended: say which, and what the server
+      // counted, so a failure tells a lost push from an ended stream.
+      const SessionCounters now = server_->session_hub().counters();
+      ADD_FAILURE() << "no response at sequence " << sequence << " after "
+                    << resyncs_seen << " resync(s) read; server: resyncs "
+                    << now.resyncs << ", pushes " << now.pushes
+                    << ", pushes dropped " << now.pushes_dropped
+                    << ", snapshots " << now.snapshots_full
+                    << ", streams ended by overflow " << now.ended_overflow
+                    << ", queued bytes " << server_->session_hub().queue_bytes();
+      if (!c.Ended()) FAIL() << "the stream stalled: it has not ended";
+      const grpc::Status end = c.Finish();
+      FAIL() << "the stream ended with " << end.error_code() << ": "
+             << end.error_message();
+    }
     if (r->has_push()) {
       ASSERT_TRUE(synced) << "a push between the resync and its snapshot";
       ASSERT_EQ(r->push().sequence(), sequence + 1) << "a gap";

@@ -174,6 +174,11 @@ class SessionTestClient {
     std::lock_guard<std::mutex> lock(mu_);
     return received_.size();
   }
+  // The reader has seen the end of the stream.
+  bool Ended() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ended_;
+  }
   // Waits for the end of the stream (the reader saw it) and its status.
   grpc::Status Finish() {
     ResumeReading();
