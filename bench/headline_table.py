@@ -34,6 +34,8 @@ import os
 import re
 import sys
 
+import feed_table  # bench/feed_table.py: the feed runs, as compare.sh reads them
+
 BEGIN = ("<!-- headline:begin: bench/figures.sh writes this block "
          "(bench/headline_table.py); edit the script, not the block -->")
 END = "<!-- headline:end -->"
@@ -214,28 +216,8 @@ def compare_rows(d):
 
 # --- compare.sh's feed part ---------------------------------------------
 
-def feed_runs(d):
-    """(K, threads, system) -> the feed bench's report (its last line)."""
-    runs = {}
-    for f in sorted(os.listdir(d)):
-        if not (f.startswith("feed.") and f.endswith(".json")):
-            continue
-        with open(os.path.join(d, f)) as fh:
-            text = fh.read().strip()
-        if text:
-            r = json.loads(text.splitlines()[-1])
-            runs[(r["session_requests"], r["threads"], r["system"])] = r
-    return runs
-
-
-def feed_cpu(r):
-    c = r.get("client_cpu_us_per_request")
-    s = r.get("server_cpu_us_per_request")
-    return None if c is None or s is None else c + s
-
-
 def feed_rows(d):
-    runs = feed_runs(d)
+    runs = feed_table.load(d)
     prov = provenance(d)
     cmd = "`bash bench/figures.sh feed`"
     rows = {}
@@ -245,7 +227,7 @@ def feed_rows(d):
         figure = ("session stream %s req/s, %s µs CPU per request (client + "
                   "server), hit ratio %s, staleness p99 %s ms, %s false "
                   "negatives beyond the %s ms bound"
-                  % (num(s.get("requests_per_s")), num(feed_cpu(s)),
+                  % (num(s.get("requests_per_s")), num(feed_table.cpu(s)),
                      num(s.get("hit_ratio"), "{:.2f}"),
                      num((s.get("staleness_ms") or {}).get("p99"), "{:.1f}"),
                      num(misses), num(s.get("staleness_bound_ms"))))
@@ -260,14 +242,14 @@ def feed_rows(d):
                 times(ratio(s.get("requests_per_s"), b.get("requests_per_s"))))
             if key == "redis":
                 text += ", %s CPU per request" % times(
-                    ratio(feed_cpu(s), feed_cpu(b)))
+                    ratio(feed_table.cpu(s), feed_table.cpu(b)))
             parts.append(text)
         rows[ROWS[0]] = (figure, "; ".join(parts) or "Redis not run", prov,
                          cmd)
     s = runs.get((1, 2, "session"))
     if s is not None:
         figure = ("session stream %s req/s, %s µs CPU per request (client + "
-                  "server)" % (num(s.get("requests_per_s")), num(feed_cpu(s))))
+                  "server)" % (num(s.get("requests_per_s")), num(feed_table.cpu(s))))
         parts = []
         for key, what in (("mode_b", "mode B (GetFilter + local check)"),
                           ("stream_a", "mode A on the stream"),
