@@ -91,10 +91,21 @@ class LaggingReadsTest : public ReplicatedClusterTest {
   // --max_serving_lag and it stops serving.
   void MakeLag(const std::vector<int32_t>& lagging) {
     bool removed = false;
-    ASSERT_TRUE(Record(kGood, 1).ok());
+    exposure::v1::RecordExposureResponse first;
+    ASSERT_TRUE(Record(kGood, 1, &first).ok());
+    ASSERT_EQ(first.written_offsets().count(partition_), 1u);
+    const int64_t first_offset = first.written_offsets().at(partition_);
+    exposure::v1::FilterRecalledResponse resp;
     for (int32_t r : {kGood, kSlow}) {
       ASSERT_TRUE(WaitFor([&] {
         return Recall(r, user_, 1, &removed).ok() && removed;
+      })) << r;
+      // Visible is not yet applied for min_offsets: a copy marks a batch
+      // applied once its consumer offsets are durable, after the store has
+      // it. The disk fault below must not catch the first write between
+      // the two, or no read naming its offset would ever be answered.
+      ASSERT_TRUE(WaitFor([&] {
+        return RecallOn(r, false, &resp, {{partition_, first_offset}}).ok();
       })) << r;
     }
     for (int32_t r : lagging) disks_[r].FailWrites("wal-", ENOSPC);
