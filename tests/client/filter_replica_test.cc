@@ -585,35 +585,35 @@ TEST(FilterReplicaBatchTest, AGapInsideABatchIsDetectedAndResynced) {
       ExpectOneGapResynced(s.replica.get(), service.subscribes_));
 }
 
-TEST(FilterReplicaForgetTest, AForgottenUserIsUnsubscribedQuietly) {
-  ScriptedSessionService service(
-      [](const v1::SessionSubscribe&, bool, SessionStreamRw*) {});
-  Scripted s(&service);
-  ASSERT_NE(s.replica, nullptr);
-  std::vector<uint8_t> keep(1);
-  ASSERT_TRUE(s.replica->Check("h", "u1", {5}, {}, keep.data()).ok());
-  s.replica->Forget("h", "u1");
-  for (int i = 0; i < 500 && service.quiet_unsubscribes_ == 0; ++i) {
+// A replica that checked u1 (subscribing it) and then forgot it.
+class FilterReplicaForgetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(s_.replica, nullptr);
+    ASSERT_TRUE(s_.replica->Check("h", "u1", {5}, {}, keep_.data()).ok());
+    s_.replica->Forget("h", "u1");
+  }
+  ScriptedSessionService service_{
+      [](const v1::SessionSubscribe&, bool, SessionStreamRw*) {}};
+  Scripted s_{&service_};
+  std::vector<uint8_t> keep_ = std::vector<uint8_t>(1);
+};
+
+TEST_F(FilterReplicaForgetTest, AForgottenUserIsUnsubscribedQuietly) {
+  for (int i = 0; i < 500 && service_.quiet_unsubscribes_ == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(service.quiet_unsubscribes_, 1);
-  EXPECT_EQ(service.answered_unsubscribes_, 0);
+  EXPECT_EQ(service_.quiet_unsubscribes_, 1);
+  EXPECT_EQ(service_.answered_unsubscribes_, 0);
 }
 
 // The quiet unsubscribe is held back for the next request to carry (above,
 // with nobody else held, the pinger's ping carried it): it still reaches
 // the server before that request, in the order sent.
-TEST(FilterReplicaForgetTest, AHeldBackUnsubscribeGoesBeforeTheNextRequest) {
-  ScriptedSessionService service(
-      [](const v1::SessionSubscribe&, bool, SessionStreamRw*) {});
-  Scripted s(&service);
-  ASSERT_NE(s.replica, nullptr);
-  std::vector<uint8_t> keep(1);
-  ASSERT_TRUE(s.replica->Check("h", "u1", {5}, {}, keep.data()).ok());
-  s.replica->Forget("h", "u1");
-  ASSERT_TRUE(s.replica->Check("h", "u2", {5}, {}, keep.data()).ok());
-  EXPECT_EQ(service.subscribes_, 2);
-  EXPECT_EQ(service.quiet_before_second_subscribe_, 1);
+TEST_F(FilterReplicaForgetTest, AHeldBackUnsubscribeGoesBeforeTheNextRequest) {
+  ASSERT_TRUE(s_.replica->Check("h", "u2", {5}, {}, keep_.data()).ok());
+  EXPECT_EQ(service_.subscribes_, 2);
+  EXPECT_EQ(service_.quiet_before_second_subscribe_, 1);
 }
 
 TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {
