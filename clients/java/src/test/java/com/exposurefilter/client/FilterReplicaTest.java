@@ -46,6 +46,13 @@ class FilterReplicaTest {
     server.close();
   }
 
+  /** The server pushes item 7 (IDS[0]) for U; U's next check removes it. */
+  void pushItem7AndSeeItRemoved() throws Exception {
+    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(7));
+    replica.sync(Duration.ofSeconds(5));
+    assertFalse(check(U, IDS).keep()[0]);
+  }
+
   FilterReplica.Result check(String user, long... ids) {
     return replica.checkPath("homefeed", user, ids, List.of());
   }
@@ -169,9 +176,7 @@ class FilterReplicaTest {
   @Test
   void resetExpiryRefusalAndLeaseRenewal() throws Exception {
     check(U, IDS);
-    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(7));
-    replica.sync(Duration.ofSeconds(5));
-    assertFalse(check(U, IDS).keep()[0]);
+    pushItem7AndSeeItRemoved();
 
     // The lease ran out: mode A, and the check subscribes again with the
     // version held.
@@ -184,9 +189,7 @@ class FilterReplicaTest {
     assertEquals(FilterReplica.Path.LOCAL, check(U, IDS).path());
 
     // The user deleted on the server: everything held forgotten.
-    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(7));
-    replica.sync(Duration.ofSeconds(5));
-    assertFalse(check(U, IDS).keep()[0]);
+    pushItem7AndSeeItRemoved();
     server.reset(U);
     replica.sync(Duration.ofSeconds(5));
     FilterReplica.Result r = check(U, IDS);
@@ -248,9 +251,7 @@ class FilterReplicaTest {
   @Test
   void forgetUnsubscribesQuietlyAndDropsWhatFollows() throws Exception {
     check(U, IDS);
-    server.push(U, 0, server.serverTimeMs, Xxh3.hashId(7));
-    replica.sync(Duration.ofSeconds(5));
-    assertFalse(check(U, IDS).keep()[0]);
+    pushItem7AndSeeItRemoved();
     // A refused quiet unsubscribe is still answered, by its error: it
     // answers no request the replica waits for.
     server.refuseUnsubscribes = SessionError.newBuilder().setCode(3)
