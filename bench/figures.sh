@@ -68,13 +68,13 @@ if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 fi
 mkdir -p "$DATA" "$IMG"
 
-# provenance DEST COMMAND START_EPOCH START_LOAD [START_CPU_LINE]
-# START_CPU_LINE: the "cpu" line of /proc/stat when the part started; with
-# it the record carries the host's steal time over the part (the share of
+# provenance DEST COMMAND START_EPOCH START_LOAD START_CPU_LINE
+# START_CPU_LINE: the "cpu" line of /proc/stat when the part started; the
+# record carries the host's steal time over the part (the share of
 # this VM's CPU time the hypervisor gave to others): the machine's noise,
 # which moves even same-run ratios when it is high.
 provenance() {
-  local dest=$1 command=$2 start=$3 load0=$4 stat0=${5:-}
+  local dest=$1 command=$2 start=$3 load0=$4 stat0=$5
   local end load1 git stat1
   end=$(date +%s)
   load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -90,13 +90,12 @@ record = {"command": command, "started": fmt(start), "finished": fmt(end),
           "duration": "%d s" % (int(end) - int(start)),
           "load_average": "%s-%s" % tuple(sorted((load0, load1), key=float)),
           "git": git}
-if stat0:
-    # cpu user nice system idle iowait irq softirq steal ...
-    a = [int(x) for x in stat0.split()[1:9]]
-    b = [int(x) for x in stat1.split()[1:9]]
-    total = sum(b) - sum(a)
-    if total > 0:
-        record["steal"] = "%.0f%%" % (100.0 * (b[7] - a[7]) / total)
+# cpu user nice system idle iowait irq softirq steal ...
+a = [int(x) for x in stat0.split()[1:9]]
+b = [int(x) for x in stat1.split()[1:9]]
+total = sum(b) - sum(a)
+if total > 0:
+    record["steal"] = "%.0f%%" % (100.0 * (b[7] - a[7]) / total)
 json.dump(record, open(dest, "w"), indent=1)
 PY
 }
