@@ -376,6 +376,14 @@ absl::Status SessionStream::TakeSnapshot(SessionSubscription* sub, uint64_t id,
         sub->synced_generation = generation_;
         sub->snapshot_owed = false;
         *queued = true;
+        // The last snapshot a resync owed is queued: the resync is complete
+        // here, under the lock a push takes, not when SnapshotPending looks
+        // again. A push that lands behind this snapshot and overflows is a
+        // new resync; with the flag still set for that moment it would end
+        // the stream instead, by how the threads happened to interleave.
+        if (resync_in_progress_ && !resync_all_ && pending_.empty()) {
+          resync_in_progress_ = false;
+        }
         hub_->Bump(not_modified ? SessionHub::Count::kSnapshotNotModified
                                 : SessionHub::Count::kSnapshotFull);
       });
