@@ -92,6 +92,10 @@ ABSL_FLAG(bool, forget_after_session, true,
           "drop the user's local copy when its session ends (a recall "
           "server sees a user's next session much later); false keeps it");
 ABSL_FLAG(int, threads, 2, "client threads");
+ABSL_FLAG(uint64_t, replica_index_bytes,
+          exposure_filter::FilterReplicaOptions{}.max_index_bytes,
+          "session: FilterReplicaOptions::max_index_bytes (0: no runs filed "
+          "for repeated checks)");
 ABSL_FLAG(bool, note_shown, true,
           "session: hand each request's shown items to the replica too "
           "(FilterReplica::NoteShown), so the session's next check removes "
@@ -583,8 +587,10 @@ int Main() {
 
   std::unique_ptr<FilterReplica> replica;
   if (o.system == "session") {
+    FilterReplicaOptions ro;
+    ro.max_index_bytes = absl::GetFlag(FLAGS_replica_index_bytes);
     absl::StatusOr<std::unique_ptr<FilterReplica>> r =
-        FilterReplica::Connect(MakeChannel(o), FilterReplicaOptions{});
+        FilterReplica::Connect(MakeChannel(o), ro);
     if (!r.ok()) return fail(std::string(r.status().message()));
     replica = *std::move(r);
   }
@@ -741,7 +747,9 @@ int Main() {
       ",\"not_synced\":", r1.not_synced - r0.not_synced,
       ",\"stale\":", r1.stale - r0.stale, ",\"aging\":", r1.aging - r0.aging,
       ",\"snapshots\":", r1.snapshots - r0.snapshots,
-      ",\"resyncs\":", r1.resyncs - r0.resyncs, "}",
+      ",\"resyncs\":", r1.resyncs - r0.resyncs,
+      ",\"indexed\":", r1.indexed_checks - r0.indexed_checks,
+      ",\"index_bytes\":", r1.index_bytes, "}",
       ",\"redis_invalidations\":", invalidations, ",\"errors\":{", errs,
       "},\"error_messages\":{", messages, "}}\n");
   // One JSON object; bench/feed_table.py prints the table.

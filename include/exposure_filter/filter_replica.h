@@ -48,6 +48,13 @@ namespace exposure_filter {
 struct FilterReplicaOptions {
   // Filters and pushed items of all users together (LRU beyond it).
   size_t max_bytes = size_t{256} << 20;
+  // Runs filed for repeated checks (FilterView::FileRuns) of the users
+  // checked most recently, least recently used dropped beyond it; 0 files
+  // none. A user's second local check of the same filter files its runs
+  // (~50 KiB at 2,000 items; a user checked once costs nothing) and later
+  // checks pay only the probe. Apart from max_bytes: a dropped index
+  // costs one filing again, a dropped user a snapshot.
+  size_t max_index_bytes = size_t{32} << 20;
   // A check is answered locally only if a ping sent at most this long ago
   // has been answered (the guarantee's bound).
   absl::Duration max_staleness = absl::Milliseconds(100);
@@ -97,6 +104,8 @@ struct FilterReplicaStats {
   uint64_t evictions = 0;  // users dropped for max_bytes
   uint64_t bytes_held = 0;
   uint64_t users_held = 0;
+  uint64_t indexed_checks = 0;  // local checks through filed runs
+  uint64_t index_bytes = 0;     // filed runs held (max_index_bytes)
   // Now minus the send time of the newest ping answered: how far behind
   // the server a local answer may be (InfiniteDuration before any pong).
   absl::Duration staleness = absl::InfiniteDuration();

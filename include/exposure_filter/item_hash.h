@@ -8,11 +8,11 @@
 #ifndef EXPOSURE_FILTER_ITEM_HASH_H_
 #define EXPOSURE_FILTER_ITEM_HASH_H_
 
+#include <xxhash.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string_view>
-
-#include <xxhash.h>
 
 namespace exposure_filter {
 

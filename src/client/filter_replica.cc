@@ -76,7 +76,7 @@ bool FilterReplica::Impl::TryLocal(absl::string_view surface,
       // is the same bytes (the version is their checksum).
       e->filter = std::move(seed);
       e->version = e->filter->version();
-      e->view = e->filter->view();
+      SetView(e.get(), e->filter->view());
     }
     const absl::Time now = MonotonicTime();
     if (call != nullptr && !e->subscribed) {
@@ -134,7 +134,13 @@ bool FilterReplica::Impl::TryLocal(absl::string_view surface,
         // be told from here until a pong shows its clock past it.
         n_.aging.fetch_add(1, std::memory_order_relaxed);
       } else {
-        e->view.KeepMaskHashes(absl::MakeConstSpan(hashes.data(), n), keep);
+        if (std::shared_ptr<const ClaimIndex> index = IndexFor(e)) {
+          e->view.KeepMaskHashes(absl::MakeConstSpan(hashes.data(), n), keep,
+                                 *index);
+          n_.indexed.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          e->view.KeepMaskHashes(absl::MakeConstSpan(hashes.data(), n), keep);
+        }
         if (!e->pushed.empty()) {
           // The bit filter first, without a branch on keep[] (kept or not
           // is a coin flip here): the map is probed for ~1 in 20.

@@ -111,7 +111,7 @@ void FilterReplica::Impl::Age(Entry* e, int64_t seen_ms) {
   // The server's rule (a slice is live while its end is after now -
   // retention), with the server's clock as far as it has shown it.
   const int64_t cutoff = seen_ms - e->retention_ms;
-  e->view = e->view.WithSlicesEndingAfter(cutoff);
+  SetView(e, e->view.WithSlicesEndingAfter(cutoff));
   for (auto it = e->pushed.begin(); it != e->pushed.end();) {
     if ((it->second + 1) * e->span_ms <= cutoff) {
       e->pushed.erase(it++);
@@ -151,6 +151,7 @@ std::vector<std::shared_ptr<Entry>> FilterReplica::Impl::EvictLocked() {
     entries_.erase(EntryKey(victim->surface, victim->user_id));
     bytes_ -= victim->bytes;
     victim->bytes = 0;
+    DropIndexLocked(victim.get());
     n_.evictions.fetch_add(1, std::memory_order_relaxed);
     victims.push_back(std::move(victim));
   }
@@ -196,11 +197,68 @@ void FilterReplica::Impl::Forget(absl::string_view surface,
     std::shared_ptr<Entry> e = *it->second;
     bytes_ -= e->bytes;
     e->bytes = 0;
+    DropIndexLocked(e.get());
     lru_.erase(it->second);
     entries_.erase(it);
     victims.push_back(std::move(e));
   }
   Drop(victims);
+}
+
+// --- Filed runs
+// ---------------------------------------------------------------
+
+void FilterReplica::Impl::SetView(Entry* e, FilterView view) {
+  e->view = std::move(view);
+  e->view_checks = 0;
+  absl::MutexLock lock(&mu_);
+  DropIndexLocked(e);
+}
+
+std::shared_ptr<const ClaimIndex> FilterReplica::Impl::IndexFor(
+    const std::shared_ptr<Entry>& e) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (e->indexed) {
+      indexes_.splice(indexes_.begin(), indexes_, e->index_slot);
+      return e->index_slot->index;
+    }
+  }
+  // A user checked once (a one-request session) is not worth its index:
+  // filing costs about what the check without it costs.
+  if (options_.max_index_bytes == 0 || ++e->view_checks < 2) return nullptr;
+  auto index = std::make_shared<ClaimIndex>();
+  if (!e->view.FileRuns(index.get())) return nullptr;
+  const size_t bytes = index->retained_bytes();
+  if (bytes > options_.max_index_bytes) return index;  // used once, not kept
+  absl::MutexLock lock(&mu_);
+  // Forgotten or evicted since the check began: used once, not kept (no
+  // removal would take its slot back).
+  auto it = entries_.find(EntryKey(e->surface, e->user_id));
+  if (it == entries_.end() || *it->second != e) return index;
+  // e->mu is held: nothing else filed e's view meanwhile.
+  indexes_.push_front(IndexSlot{index, bytes, e});
+  e->index_slot = indexes_.begin();
+  e->indexed = true;
+  index_bytes_ += bytes;
+  while (index_bytes_ > options_.max_index_bytes) {
+    // Least recently used first. Its entry's flag is guarded by mu_ (held),
+    // so no entry lock is needed; a check probing it keeps its reference.
+    IndexSlot& victim = indexes_.back();
+    if (std::shared_ptr<Entry> owner = victim.entry.lock()) {
+      owner->indexed = false;
+    }
+    index_bytes_ -= victim.bytes;
+    indexes_.pop_back();
+  }
+  return index;
+}
+
+void FilterReplica::Impl::DropIndexLocked(Entry* e) {
+  if (!e->indexed) return;
+  index_bytes_ -= e->index_slot->bytes;
+  indexes_.erase(e->index_slot);
+  e->indexed = false;
 }
 
 void FilterReplica::Impl::NoteShown(absl::string_view surface,
@@ -260,8 +318,10 @@ FilterReplicaStats FilterReplica::Impl::Stats() const {
   s.compactions = get(n_.compactions);
   s.reconnects = get(n_.reconnects);
   s.evictions = get(n_.evictions);
+  s.indexed_checks = get(n_.indexed);
   absl::MutexLock lock(&mu_);
   s.bytes_held = bytes_;
+  s.index_bytes = index_bytes_;
   s.users_held = lru_.size();
   if (clock_.ref_sent != absl::InfinitePast()) {
     s.staleness = MonotonicTime() - clock_.ref_sent;

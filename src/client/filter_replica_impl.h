@@ -26,6 +26,7 @@
 #include "exposure_filter/item_hash.h"
 #include "src/base/monotonic_time.h"
 #include "src/client/session_call.h"
+#include "src/filter/claim_index.h"
 #include "src/filter/item_hash_batch.h"
 
 namespace exposure_filter {
@@ -62,6 +63,17 @@ inline std::string EntryKey(absl::string_view surface, absl::string_view user) {
   return absl::StrCat(surface.size(), ":", surface, user);
 }
 
+struct Entry;
+
+// One user's runs filed for repeated checks (FilterView::FileRuns). The
+// replica's list owns the index; a check holds a reference while it
+// probes, so dropping the slot never frees an index in use.
+struct IndexSlot {
+  std::shared_ptr<const ClaimIndex> index;
+  size_t bytes = 0;
+  std::weak_ptr<Entry> entry;
+};
+
 // One user's local copy.
 struct Entry {
   Entry(std::string s, std::string u)
@@ -75,6 +87,9 @@ struct Entry {
   // nothing claimed) and the same view without the slices aged out since.
   std::shared_ptr<const PulledFilter> filter ABSL_GUARDED_BY(mu);
   FilterView view ABSL_GUARDED_BY(mu);
+  // Local checks answered from `view` since it was last replaced: the
+  // second files its runs (FilterReplica::Impl::IndexFor).
+  int view_checks ABSL_GUARDED_BY(mu) = 0;
   std::string version ABSL_GUARDED_BY(mu);
   // Items pushed since the snapshot: hash -> newest slice index it was
   // recorded in (the one that ages out last).
@@ -117,6 +132,10 @@ struct Entry {
   // `mu` (lock order: an entry's lock, then the replica's; never the
   // other way).
   size_t bytes = 0;
+  // Its view's runs filed, while the replica's index list holds them
+  // (FilterReplica::Impl::indexes_): guarded by the replica's lock too.
+  bool indexed = false;
+  std::list<IndexSlot>::iterator index_slot;
 };
 
 // A mode-A request on the stream, waiting for its answer.
@@ -142,6 +161,7 @@ class FilterReplica::Impl final : public SessionCall::Listener {
   using Entry = filter_replica_internal::Entry;
   using PendingFilter = filter_replica_internal::PendingFilter;
   using ServerClock = filter_replica_internal::ServerClock;
+  using IndexSlot = filter_replica_internal::IndexSlot;
 
  public:
   Impl(std::shared_ptr<grpc::ChannelInterface> channel,
@@ -224,6 +244,16 @@ class FilterReplica::Impl final : public SessionCall::Listener {
   std::vector<std::shared_ptr<Entry>> EvictLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(const std::vector<std::shared_ptr<Entry>>& victims);
+  // Replaces e's view; runs filed from the old one are dropped.
+  void SetView(Entry* e, FilterView view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The filed runs to check e's view with: those held (now the most
+  // recently used), or, from the view's second local check on, filed now
+  // and kept within max_index_bytes. Null: check without (the first check
+  // of a view, no runs, or filing refused).
+  std::shared_ptr<const ClaimIndex> IndexFor(const std::shared_ptr<Entry>& e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu) ABSL_LOCKS_EXCLUDED(mu_);
+  void DropIndexLocked(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FreshLocked(absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // How long pings may go unanswered before the stream is taken as stuck.
   absl::Duration Silence() const {
@@ -263,6 +293,10 @@ class FilterReplica::Impl final : public SessionCall::Listener {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<PendingFilter>> filters_
       ABSL_GUARDED_BY(mu_);
+  // Filed runs, most recently used first, their bytes at most
+  // options_.max_index_bytes.
+  std::list<IndexSlot> indexes_ ABSL_GUARDED_BY(mu_);
+  uint64_t index_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread pinger_;
 
   struct Counters {
@@ -270,7 +304,7 @@ class FilterReplica::Impl final : public SessionCall::Listener {
     std::atomic<uint64_t> not_synced{0}, stale{0}, aging{0};
     std::atomic<uint64_t> snapshots{0}, not_modified{0}, pushes{0},
         pushed_items{0}, noted_items{0}, gaps{0}, resyncs{0}, resets{0},
-        expired{0}, compactions{0}, reconnects{0}, evictions{0};
+        expired{0}, compactions{0}, reconnects{0}, evictions{0}, indexed{0};
   };
   Counters n_;
 };

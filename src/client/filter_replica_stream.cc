@@ -156,7 +156,7 @@ void FilterReplica::Impl::OnSnapshot(const v1::SessionResponse& r) {
       e->filter = std::move(filter);
       e->version = s.version();
     }
-    e->view = e->filter->view();
+    SetView(e.get(), e->filter->view());
     e->ClearPushed();
     e->sequence = s.sequence();
     e->retention_ms = s.retention_ms();
@@ -192,7 +192,7 @@ void FilterReplica::Impl::OnPush(const v1::SessionPush& p) {
       n_.resets.fetch_add(1, std::memory_order_relaxed);
       e->filter = nullptr;
       e->version.clear();
-      e->view = FilterView();
+      SetView(e.get(), FilterView());
       e->ClearPushed();
       UpdateExpiry(e.get());
       account = true;

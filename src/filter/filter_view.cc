@@ -488,6 +488,26 @@ absl::Status FilterView::KeepMaskKeys(absl::Span<const std::string> keys,
 
 void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
                                 uint8_t* keep) const {
+  KeepMaskBySegments(item_hashes, keep);
+  if (run_views_.empty() || item_hashes.empty()) return;
+  // Runs: as the server's FilterRecalled (UserFilter::RemoveExposed).
+  RemoveClaimedByRuns(run_views_, item_hashes, keep);
+}
+
+bool FilterView::FileRuns(ClaimIndex* index) const {
+  return !run_views_.empty() && index->Build(run_views_);
+}
+
+void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
+                                uint8_t* keep,
+                                const ClaimIndex& runs_index) const {
+  KeepMaskBySegments(item_hashes, keep);
+  if (run_views_.empty() || item_hashes.empty()) return;
+  runs_index.RemoveClaimed(item_hashes, keep);
+}
+
+void FilterView::KeepMaskBySegments(absl::Span<const uint64_t> item_hashes,
+                                    uint8_t* keep) const {
   const size_t m = item_hashes.size();
   std::fill(keep, keep + m, uint8_t{1});
   if (m == 0) return;
@@ -519,9 +539,6 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
       }
     }
   }
-  if (run_views_.empty()) return;
-  // Runs: as the server's FilterRecalled (UserFilter::RemoveExposed).
-  RemoveClaimedByRuns(run_views_, item_hashes, keep);
 }
 
 FilterView FilterView::WithSlicesEndingAfter(int64_t ms) const {

@@ -8,6 +8,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -294,6 +295,103 @@ TEST_F(FilterReplicaTest, HeldBytesStayUnderTheBound) {
   ASSERT_TRUE(r->Sync().ok());
   EXPECT_LT(server_->session_hub().subscriptions(), 40)
       << "evicted users are unsubscribed";
+}
+
+// A user checked again has its runs filed once (max_index_bytes) and is
+// answered through them as before: by the server's rules, pushed items
+// included. A delete on the server (a new view) and Forget drop them.
+TEST_F(FilterReplicaTest, ARepeatedCheckIsAnsweredThroughFiledRuns) {
+  std::vector<uint64_t> shown;
+  for (uint64_t i = 0; i < 2000; ++i) shown.push_back(i * 7);
+  for (int day = 0; day < 4; ++day) {
+    Record("u1",
+           std::vector<uint64_t>(shown.begin() + day * 500,
+                                 shown.begin() + (day + 1) * 500),
+           kNowMs - (3 - day) * kDayMs);
+  }
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 0; id < 5000; ++id) ids.push_back(id);
+  const std::vector<uint8_t> want = Unary("u1", ids);
+  ASSERT_GT(std::count(want.begin(), want.end(), 0), 700);
+  auto r = Replica();
+  EXPECT_EQ(Check(*r, "u1", ids), want);
+  EXPECT_EQ(r->stats().indexed_checks, 0u) << "a user checked once";
+  EXPECT_EQ(r->stats().index_bytes, 0u);
+  EXPECT_EQ(Check(*r, "u1", ids), want);
+  FilterReplicaStats st = r->stats();
+  EXPECT_EQ(st.indexed_checks, 1u);
+  EXPECT_GT(st.index_bytes, 0u);
+  EXPECT_LE(st.index_bytes, TestOptions().max_index_bytes);
+  // A write after the filing: its push is checked beside the index.
+  Record("u1", {1, 2});
+  ASSERT_TRUE(r->Sync().ok());
+  std::vector<uint8_t> now = Unary("u1", ids);
+  ASSERT_EQ(now[1] + now[2], 0);
+  EXPECT_EQ(Check(*r, "u1", ids), now);
+  EXPECT_EQ(r->stats().indexed_checks, 2u);
+  EXPECT_EQ(r->stats().index_bytes, st.index_bytes);
+  // Deleted on the server: the copy's view is replaced, its filing dropped.
+  v1::DeleteUserRequest del;
+  del.set_surface("h");
+  del.set_user_id("u1");
+  v1::DeleteUserResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->DeleteUser(&ctx, del, &resp).ok());
+  ASSERT_TRUE(r->Sync().ok());
+  ASSERT_EQ(r->stats().resets, 1u);
+  EXPECT_EQ(r->stats().index_bytes, 0u);
+  EXPECT_EQ(Check(*r, "u1", ids), std::vector<uint8_t>(ids.size(), 1));
+  // Filed again from its second check on, then forgotten with the user.
+  Record("u2", shown);
+  const std::vector<uint8_t> want2 = Unary("u2", ids);
+  EXPECT_EQ(Check(*r, "u2", ids), want2);
+  EXPECT_EQ(Check(*r, "u2", ids), want2);
+  EXPECT_GT(r->stats().index_bytes, 0u);
+  r->Forget("h", "u2");
+  EXPECT_EQ(r->stats().index_bytes, 0u);
+}
+
+// Filed runs stay within max_index_bytes, the least recently used dropped
+// first; 0 files none. Answers never change.
+TEST_F(FilterReplicaTest, FiledRunsStayUnderTheirBound) {
+  std::vector<uint64_t> ids;
+  for (uint64_t id = 0; id < 5000; ++id) ids.push_back(id);
+  for (int u = 0; u < 3; ++u) {
+    std::vector<uint64_t> items;
+    for (uint64_t i = 0; i < 2000; ++i) items.push_back(i * 3 + u);
+    Record(absl::StrCat("user-", u), items);
+  }
+  // One user's filing, measured.
+  size_t one = 0;
+  {
+    auto r = Replica();
+    Check(*r, "user-0", ids);
+    Check(*r, "user-0", ids);
+    one = r->stats().index_bytes;
+    ASSERT_GT(one, 0u);
+  }
+  FilterReplicaOptions o = TestOptions();
+  o.max_index_bytes = one + one / 2;  // room for one user's, not two
+  auto r = Replica(o);
+  for (int round = 0; round < 3; ++round) {
+    for (int u = 0; u < 3; ++u) {
+      const std::string user = absl::StrCat("user-", u);
+      const std::vector<uint8_t> want = Unary(user, ids);
+      EXPECT_EQ(Check(*r, user, ids), want);
+      EXPECT_EQ(Check(*r, user, ids), want);
+      EXPECT_LE(r->stats().index_bytes, o.max_index_bytes);
+      EXPECT_GT(r->stats().index_bytes, 0u);
+    }
+  }
+  EXPECT_EQ(r->stats().indexed_checks, 3u * 3u * 2u - 3u)
+      << "every check but each user's first is filed";
+  o.max_index_bytes = 0;
+  auto none = Replica(o);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Check(*none, "user-1", ids), Unary("user-1", ids));
+  }
+  EXPECT_EQ(none->stats().indexed_checks, 0u);
+  EXPECT_EQ(none->stats().index_bytes, 0u);
 }
 
 TEST_F(FilterReplicaTest, PushedItemsAreCompactedIntoASnapshot) {

@@ -2,6 +2,7 @@
 // not depend on where those bytes sit (the runs' payloads start at any bit
 // of a word), and no read may leave them (the buffers below end exactly at
 // the filter's last byte, so ASan sees any read past it).
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "exposure_filter/filter_view.h"
 #include "exposure_filter/item_hash.h"
 #include "gtest/gtest.h"
+#include "src/filter/claim_index.h"
 #include "src/filter/filter_encoder.h"
 #include "src/filter/filter_policy.h"
 #include "src/filter/user_filter.h"
@@ -100,6 +102,47 @@ TEST(FilterViewInPlaceTest, CopiesOutliveTheOriginalView) {
           << id;
     }
   }
+}
+
+// Runs filed once (FileRuns) answer every later batch as the view does,
+// the aged view's own filing included, at every byte alignment of the
+// bytes; a view with no runs files nothing.
+TEST(FilterViewInPlaceTest, FiledRunsAnswerAsTheView) {
+  const FilterPolicy p = *FilterPolicy::Create({});
+  std::vector<uint64_t> hashes;
+  // A fifth of the ids HeavyUser draws from: ~600 of its items.
+  for (uint64_t id = 0; id < 200000; ++id) hashes.push_back(HashItemId(id));
+  for (uint64_t seed : {4, 5}) {
+    const UserFilter f = HeavyUser(p, seed);
+    std::string bytes;
+    EncodeFilter(&f, p, kNow, &bytes);
+    for (size_t at : {0, 3, 7}) {
+      const ExactBuffer buffer(bytes, at);
+      const FilterView full = *FilterView::Parse(buffer.bytes());
+      // The same filter after its two oldest slices aged out.
+      const FilterView aged =
+          full.WithSlicesEndingAfter(full.slices()[1].end_ms);
+      ASSERT_LT(aged.runs().size(), full.runs().size());
+      for (const FilterView* v : {&full, &aged}) {
+        ClaimIndex index;
+        ASSERT_TRUE(v->FileRuns(&index));
+        std::vector<uint8_t> want(hashes.size());
+        std::vector<uint8_t> got(hashes.size());
+        v->KeepMaskHashes(hashes, want.data());
+        // Twice: the index is read, never used up.
+        for (int round = 0; round < 2; ++round) {
+          std::fill(got.begin(), got.end(), 7);
+          v->KeepMaskHashes(hashes, got.data(), index);
+          ASSERT_EQ(got, want) << "seed " << seed << " at " << at;
+        }
+        // Some removed, some kept: the comparison saw both answers.
+        EXPECT_GT(std::count(want.begin(), want.end(), 0), 200);
+        EXPECT_GT(std::count(want.begin(), want.end(), 1), 100000);
+      }
+    }
+  }
+  ClaimIndex index;
+  EXPECT_FALSE(FilterView().FileRuns(&index));
 }
 
 }  // namespace
