@@ -97,6 +97,9 @@ struct FilterReplicaStats {
   uint64_t evictions = 0;  // users dropped for max_bytes
   uint64_t bytes_held = 0;
   uint64_t users_held = 0;
+  // Subscribes sent and not yet answered (by a snapshot or an error); a
+  // user forgotten or evicted takes its own off.
+  uint64_t subscribes_in_flight = 0;
   // Now minus the send time of the newest ping answered: how far behind
   // the server a local answer may be (InfiniteDuration before any pong).
   absl::Duration staleness = absl::InfiniteDuration();
