@@ -106,6 +106,9 @@ struct FilterReplicaStats {
   uint64_t users_held = 0;
   uint64_t indexed_checks = 0;  // local checks through filed runs
   uint64_t index_bytes = 0;     // filed runs held (max_index_bytes)
+  // Subscribes sent and not yet answered (by a snapshot or an error); a
+  // user forgotten or evicted takes its own off.
+  uint64_t subscribes_in_flight = 0;
   // Now minus the send time of the newest ping answered: how far behind
   // the server a local answer may be (InfiniteDuration before any pong).
   absl::Duration staleness = absl::InfiniteDuration();

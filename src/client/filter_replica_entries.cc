@@ -323,6 +323,7 @@ FilterReplicaStats FilterReplica::Impl::Stats() const {
   s.bytes_held = bytes_;
   s.index_bytes = index_bytes_;
   s.users_held = lru_.size();
+  s.subscribes_in_flight = subscribes_.size();
   if (clock_.ref_sent != absl::InfinitePast()) {
     s.staleness = MonotonicTime() - clock_.ref_sent;
   }

@@ -2,8 +2,9 @@
 // answers after the first snapshot, pushed writes filtered with no call,
 // deletes, aging across a slice boundary, leases, the byte bound, a broken
 // stream; and against a scripted fake, a sequence gap detected and
-// resynced, and push batches applied push by push (a gap inside one
-// detected).
+// resynced, push batches applied push by push (a gap inside one
+// detected), and no subscribe left in flight by a user forgotten or
+// evicted before its snapshot.
 #include "exposure_filter/filter_replica.h"
 
 #include <grpcpp/grpcpp.h>
@@ -18,11 +19,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/item_hash.h"
 #include "exposure_filter/session_push_batches.h"
 #include "gtest/gtest.h"
+#include "src/client/filter_replica_impl.h"
 #include "src/filter/filter_encoder.h"
 #include "src/filter/filter_policy.h"
 #include "src/server/exposure_filter_server.h"
@@ -494,7 +498,8 @@ v1::SessionResponse Pong(uint64_t request_id) {
 
 // A scripted service served in-process, and a replica connected to it.
 struct Scripted {
-  explicit Scripted(grpc::Service* service) {
+  explicit Scripted(grpc::Service* service,
+                    const FilterReplicaOptions& options = TestOptions()) {
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -504,7 +509,7 @@ struct Scripted {
     auto r = FilterReplica::Connect(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                             grpc::InsecureChannelCredentials()),
-        TestOptions());
+        options);
     if (r.ok()) replica = *std::move(r);
   }
   ~Scripted() {
@@ -521,8 +526,11 @@ using SessionStreamRw =
 // Answers pings, filter requests (every candidate but item 1 kept) and
 // subscribes: a snapshot at 0 for the first, followed by whatever the
 // script's `after_first` writes, and a snapshot at 3 for any later one
-// (the replica's resync). Records whether the stream opted into push
-// batches, and counts unsubscribes (never answered here).
+// (the replica's resync); while `hold_subscribes_`, none: they are kept
+// for the test to answer. Writes what the test posts ahead of the answer
+// to the next request read (a Sync's ping, say). Records whether the
+// stream opted into push batches, and counts unsubscribes (never answered
+// here).
 class ScriptedSessionService final : public v1::ExposureFilter::Service {
  public:
   using AfterFirstSubscribe = std::function<void(
@@ -536,6 +544,12 @@ class ScriptedSessionService final : public v1::ExposureFilter::Service {
     opted_in_ = it != md.end() && it->second == "1";
     v1::SessionRequest req;
     while (stream->Read(&req)) {
+      std::vector<v1::SessionResponse> posted;
+      {
+        absl::MutexLock lock(&mu_);
+        posted.swap(posted_);
+      }
+      for (const v1::SessionResponse& r : posted) stream->Write(r);
       if (req.has_ping()) {
         stream->Write(Pong(req.request_id()));
       } else if (req.has_filter()) {
@@ -543,6 +557,11 @@ class ScriptedSessionService final : public v1::ExposureFilter::Service {
       } else if (req.has_subscribe()) {
         const int n = ++subscribes_;
         if (n == 2) quiet_before_second_subscribe_ = quiet_unsubscribes_.load();
+        if (hold_subscribes_) {
+          absl::MutexLock lock(&mu_);
+          held_.push_back(req);
+          continue;
+        }
         stream->Write(
             EmptySnapshot(req.request_id(), req.subscribe(), n == 1 ? 0 : 3));
         if (n == 1) after_first_(req.subscribe(), opted_in_, stream);
@@ -553,7 +572,19 @@ class ScriptedSessionService final : public v1::ExposureFilter::Service {
     }
     return grpc::Status::OK;
   }
+  // Written on the stream ahead of the answer to the next request read.
+  void Post(v1::SessionResponse r) {
+    absl::MutexLock lock(&mu_);
+    posted_.push_back(std::move(r));
+  }
+  // The subscribes held so far.
+  std::vector<v1::SessionRequest> Held() {
+    absl::MutexLock lock(&mu_);
+    return held_;
+  }
+
   std::atomic<bool> opted_in_{false};
+  std::atomic<bool> hold_subscribes_{false};
   std::atomic<int> subscribes_{0};
   std::atomic<int> quiet_unsubscribes_{0};
   std::atomic<int> answered_unsubscribes_{0};
@@ -561,6 +592,9 @@ class ScriptedSessionService final : public v1::ExposureFilter::Service {
 
  private:
   const AfterFirstSubscribe after_first_;
+  absl::Mutex mu_;
+  std::vector<v1::SessionResponse> posted_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::SessionRequest> held_ ABSL_GUARDED_BY(mu_);
 };
 
 // Push `seq` of the subscribed user: item `seq`, now.
@@ -712,6 +746,96 @@ TEST_F(FilterReplicaForgetTest, AHeldBackUnsubscribeGoesBeforeTheNextRequest) {
   ASSERT_TRUE(s_.replica->Check("h", "u2", {5}, {}, keep_.data()).ok());
   EXPECT_EQ(service_.subscribes_, 2);
   EXPECT_EQ(service_.quiet_before_second_subscribe_, 1);
+}
+
+// u1 and u2 checked (u1 the least recently), then the server holds its
+// subscribes and a gap makes u1 subscribe again: one subscribe in flight
+// when the test lets u1 go. Room for 1 MiB, and pushed items never
+// compacted, so that pushes can evict.
+class FilterReplicaSubscribeInFlightTest : public ::testing::Test {
+ protected:
+  static FilterReplicaOptions Options() {
+    FilterReplicaOptions o = TestOptions();
+    o.max_bytes = kMaxBytes;
+    o.compact_after_items = size_t{1} << 30;
+    return o;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(s_.replica, nullptr);
+    ASSERT_TRUE(s_.replica->Check("h", "u1", {5}, {}, keep_.data()).ok());
+    ASSERT_TRUE(s_.replica->Check("h", "u2", {5}, {}, keep_.data()).ok());
+    service_.hold_subscribes_ = true;
+    service_.Post(Push("u1", 2, {7}));  // the snapshot was at 0: a gap
+    ASSERT_TRUE(s_.replica->Sync().ok());
+    ASSERT_EQ(s_.replica->stats().subscribes_in_flight, 1u);
+  }
+
+  // The user's push `sequence` (the snapshots were at 0 for u1, 3 for u2)
+  // of `items`.
+  static v1::SessionResponse Push(const std::string& user, uint64_t sequence,
+                                  const std::vector<uint64_t>& items) {
+    v1::SessionResponse r;
+    v1::SessionPush* p = r.mutable_push();
+    p->set_surface("h");
+    p->set_user_id(user);
+    p->set_sequence(sequence);
+    p->set_event_time_ms(kNowMs);
+    for (uint64_t id : items) p->add_item_hashes(HashItemId(id));
+    return r;
+  }
+
+  // The held subscribe's answer arrives for a user no longer held: nothing
+  // is left in flight, nothing else changes, and u1's next check
+  // subscribes again as any first one does.
+  void AnswerLateThenCheckU1Again() {
+    ASSERT_TRUE(s_.replica->Sync().ok());  // the resubscribe has been read
+    const std::vector<v1::SessionRequest> held = service_.Held();
+    ASSERT_EQ(held.size(), 1u);
+    ASSERT_EQ(held[0].subscribe().user_id(), "u1");
+    const FilterReplicaStats before = s_.replica->stats();
+    service_.hold_subscribes_ = false;
+    service_.Post(EmptySnapshot(held[0].request_id(), held[0].subscribe(), 2));
+    ASSERT_TRUE(s_.replica->Sync().ok());
+    FilterReplicaStats st = s_.replica->stats();
+    EXPECT_EQ(st.subscribes_in_flight, 0u);
+    EXPECT_EQ(st.users_held, before.users_held);
+    EXPECT_EQ(st.snapshots, before.snapshots);
+    CheckPath path = CheckPath::kUnary;
+    ASSERT_TRUE(
+        s_.replica->Check("h", "u1", {5}, {}, keep_.data(), &path).ok());
+    EXPECT_EQ(path, CheckPath::kLocal);
+    st = s_.replica->stats();
+    EXPECT_EQ(st.subscribes_in_flight, 0u);
+    EXPECT_EQ(st.snapshots, before.snapshots + 1);
+  }
+
+  static constexpr size_t kMaxBytes = size_t{1} << 20;
+  ScriptedSessionService service_{
+      [](const v1::SessionSubscribe&, bool, SessionStreamRw*) {}};
+  Scripted s_{&service_, Options()};
+  std::vector<uint8_t> keep_ = std::vector<uint8_t>(1);
+};
+
+TEST_F(FilterReplicaSubscribeInFlightTest,
+       AUserForgottenBeforeItsSnapshotLeavesNothingInFlight) {
+  s_.replica->Forget("h", "u1");
+  AnswerLateThenCheckU1Again();
+}
+
+TEST_F(FilterReplicaSubscribeInFlightTest,
+       AUserEvictedBeforeItsSnapshotLeavesNothingInFlight) {
+  // Pushed items that take u2 past the room u1 leaves: u1, the least
+  // recently checked, is evicted.
+  std::vector<uint64_t> items((kMaxBytes - s_.replica->stats().bytes_held) /
+                                  filter_replica_internal::kPushedItemBytes +
+                              1);
+  for (size_t i = 0; i < items.size(); ++i) items[i] = 1000 + i;
+  service_.Post(Push("u2", 4, items));
+  ASSERT_TRUE(s_.replica->Sync().ok());
+  EXPECT_EQ(s_.replica->stats().evictions, 1u);
+  EXPECT_EQ(s_.replica->stats().users_held, 1u);
+  AnswerLateThenCheckU1Again();
 }
 
 TEST(FilterReplicaResyncTest, AResyncNoticeStopsLocalAnswers) {

@@ -143,6 +143,9 @@ type Stats struct {
 	Expired, Compactions    int64
 	Reconnects, Evictions   int64
 	BytesHeld, UsersHeld    int
+	// Subscribes sent and not yet answered (by a snapshot or an error); a
+	// user forgotten or evicted takes its own off.
+	SubscribesInFlight int
 	// Now minus the send time of the newest ping answered; -1 before any.
 	Staleness time.Duration
 }
@@ -436,6 +439,7 @@ func (r *Replica) Stats() Stats {
 	s := r.n
 	s.BytesHeld = r.bytes
 	s.UsersHeld = len(r.entries)
+	s.SubscribesInFlight = len(r.subscribes)
 	s.Staleness = -1
 	if !r.refSent.IsZero() {
 		s.Staleness = time.Since(r.refSent)
@@ -669,6 +673,12 @@ func (r *Replica) remove(e *entry) {
 
 func (r *Replica) drop(e *entry) {
 	e.synced = false
+	if e.subscribeID != 0 {
+		// A subscribe still unanswered: its answer will find no entry, so
+		// nothing else would take its id off the map while the stream lasts.
+		delete(r.subscribes, e.subscribeID)
+		e.subscribeID = 0
+	}
 	if s := r.liveStream(); e.subscribed && s != nil {
 		// Quiet: no answer wanted. The user is no longer held, so its
 		// pushes still in flight are dropped (onPush), and a refused

@@ -460,3 +460,61 @@ func TestOptionsAreChecked(t *testing.T) {
 		t.Fatal("MaxBytes < 1 MiB accepted")
 	}
 }
+
+// droppedBeforeItsSnapshot checks u1 and u2 (u1 the least recently), then
+// holds the subscribes and makes u1 subscribe again (a gap): one subscribe
+// in flight when drop lets u1 go. Its answer then arrives for a user no
+// longer held: nothing is left in flight, nothing else changes, and u1's
+// next check subscribes again as any first one does.
+func droppedBeforeItsSnapshot(t *testing.T, opts Options, drop func(s *scripted, r *Replica)) {
+	s, r := start(t, opts, nil)
+	check(t, r, "u1", ids, []bool{false, false, false, true, true}, Local)
+	check(t, r, "u2", ids, []bool{false, false, false, true, true}, Local)
+	s.set(func(s *scripted) { s.hold = true })
+	s.push(push("u1", 2, t0, 4)) // sequence 1 never came
+	sync_(t, r)
+	if st := r.Stats(); st.SubscribesInFlight != 1 {
+		t.Fatalf("stats %+v, want u1's resubscribe in flight", st)
+	}
+	drop(s, r)
+	sync_(t, r) // the resubscribe has been read
+	var subs []*pb.SessionSubscribe
+	s.get(func(s *scripted) { subs, s.hold = s.subs, false })
+	if len(subs) != 3 || subs[2].UserId != "u1" {
+		t.Fatalf("subscribes %v, want u1, u2 and u1 again", subs)
+	}
+	before := r.Stats()
+	s.push(s.snapshot(subs[2], 0))
+	sync_(t, r)
+	if st := r.Stats(); st.SubscribesInFlight != 0 || st.UsersHeld != before.UsersHeld || st.Snapshots != before.Snapshots {
+		t.Fatalf("stats %+v after the answer, %+v before it", st, before)
+	}
+	check(t, r, "u1", ids, []bool{false, false, false, true, true}, Local)
+	if st := r.Stats(); st.SubscribesInFlight != 0 || st.Snapshots != before.Snapshots+1 {
+		t.Fatalf("stats %+v after u1's next check, %+v before the answer", st, before)
+	}
+}
+
+func TestAUserForgottenBeforeItsSnapshotLeavesNothingInFlight(t *testing.T) {
+	droppedBeforeItsSnapshot(t, relaxed, func(s *scripted, r *Replica) {
+		r.Forget("homefeed", "u1")
+	})
+}
+
+func TestAUserEvictedBeforeItsSnapshotLeavesNothingInFlight(t *testing.T) {
+	const max = 1 << 20
+	opts := Options{MaxBytes: max, CompactAfterItems: 1 << 30, MaxStaleness: relaxed.MaxStaleness}
+	droppedBeforeItsSnapshot(t, opts, func(s *scripted, r *Replica) {
+		// Pushed items that take u2 past the room u1 leaves: u1, the least
+		// recently checked, is evicted.
+		items := make([]uint64, (max-r.Stats().BytesHeld)/pushedItemBytes+1)
+		for i := range items {
+			items[i] = 1000 + uint64(i)
+		}
+		s.push(push("u2", 1, t0, items...))
+		sync_(t, r)
+		if st := r.Stats(); st.Evictions != 1 || st.UsersHeld != 1 {
+			t.Fatalf("stats %+v, want u1 evicted", st)
+		}
+	})
+}

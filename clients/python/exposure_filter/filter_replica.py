@@ -443,8 +443,9 @@ class FilterReplica:
         snapshots, not_modified, pushes, pushed_items, noted_items (see
         note_shown), gaps, resyncs,
         resets, expired, compactions, reconnects, evictions, bytes_held,
-        users_held, and staleness_s (now minus the send time of the newest
-        ping answered; None before any pong)."""
+        users_held, subscribes_in_flight (subscribes sent and not yet
+        answered by a snapshot or an error), and staleness_s (now minus the
+        send time of the newest ping answered; None before any pong)."""
         with self._lock:
             s = {k: self._n[k] for k in (
                 "local_checks", "stream_checks", "unary_checks",
@@ -455,6 +456,7 @@ class FilterReplica:
                 "evictions")}
             s["bytes_held"] = self._bytes
             s["users_held"] = len(self._entries)
+            s["subscribes_in_flight"] = len(self._subscribes)
             s["staleness_s"] = (None if self._ref_sent is None
                                 else time.monotonic() - self._ref_sent)
         answered = s["local_checks"] + s["stream_checks"] + s["unary_checks"]
@@ -605,6 +607,12 @@ class FilterReplica:
 
     def _drop(self, e):
         e.synced = False
+        if e.subscribe_id:
+            # A subscribe still unanswered: its answer will find no entry,
+            # so nothing else would take its id off the map while the
+            # stream lasts.
+            self._subscribes.pop(e.subscribe_id, None)
+            e.subscribe_id = 0
         stream = self._live_stream()
         if e.subscribed and stream is not None:
             # Quiet: no answer wanted. The user is no longer held, so its

@@ -18,8 +18,9 @@ import unittest
 import grpc
 
 from exposure.v1 import exposure_filter_pb2 as pb
-from exposure_filter.filter_replica import (LOCAL, STREAM, UNARY,
-                                            FilterReplica, ReplicaError)
+from exposure_filter.filter_replica import (LOCAL, PUSHED_ITEM_BYTES, STREAM,
+                                            UNARY, FilterReplica,
+                                            ReplicaError)
 from exposure_filter.filter_view import FilterView, hash_id
 
 from tests.scripted_session import NOW_MS, ScriptedServer
@@ -346,6 +347,56 @@ class FilterReplicaTest(unittest.TestCase):
         self.assertEqual(self.replica.check_path("homefeed", "u1", [1, 7]),
                          ([False, True], LOCAL))
         self.assertEqual(self.replica.stats()["snapshots"], 2)
+
+    def hold_a_resubscribe_of_u1(self):
+        """u1 and u2 checked (u1 the least recent), then a gap makes u1
+        subscribe again: the subscribe the test answers later, in flight."""
+        self.server.subscribe_answer = lambda r: snapshot(SNAP_123, r.user_id)
+        self.replica.check("homefeed", "u1", [1])
+        self.replica.check("homefeed", "u2", [1])
+        self.server.subscribe_answer = None
+        self.call.send(push("u1", 2, [7]))  # 1 is missing
+        resubscribe = self.call.next_request("subscribe")
+        self.assertEqual(self.replica.stats()["subscribes_in_flight"], 1)
+        return resubscribe
+
+    def answer_late_then_check_u1_again(self, resubscribe):
+        """The held subscribe's answer (holding 5) arrives for a user no
+        longer held: nothing is left in flight, and u1's next check
+        subscribes again and answers from its own snapshot alone."""
+        before = self.replica.stats()
+        self.call.send(pb.SessionResponse(
+            request_id=resubscribe.request_id,
+            snapshot=snapshot(SNAP_1TO6, sequence=2).snapshot))
+        self.replica.sync()
+        s = self.replica.stats()
+        self.assertEqual(s["subscribes_in_flight"], 0)
+        self.assertEqual((s["users_held"], s["snapshots"]),
+                         (before["users_held"], before["snapshots"]))
+        self.subscribe_with(SNAP_123)
+        self.assertEqual(self.replica.check_path("homefeed", "u1", [1, 5]),
+                         ([False, True], LOCAL))
+        s = self.replica.stats()
+        self.assertEqual((s["subscribes_in_flight"], s["snapshots"]),
+                         (0, before["snapshots"] + 1))
+
+    def test_a_user_forgotten_before_its_snapshot_leaves_nothing_in_flight(self):
+        resubscribe = self.hold_a_resubscribe_of_u1()
+        self.replica.forget("homefeed", "u1")
+        self.answer_late_then_check_u1_again(resubscribe)
+
+    def test_a_user_evicted_before_its_snapshot_leaves_nothing_in_flight(self):
+        resubscribe = self.hold_a_resubscribe_of_u1()
+        one_user = self.replica.stats()["bytes_held"] // 2
+        # Room for three users' worth; u2's pushed items make it two on its
+        # own, so u1 (least recently checked) is evicted.
+        self.replica.max_bytes = 3 * one_user
+        self.call.send(push("u2", 1, range(1000, 1001 + one_user
+                                           // PUSHED_ITEM_BYTES)))
+        self.replica.sync()
+        s = self.replica.stats()
+        self.assertEqual((s["evictions"], s["users_held"]), (1, 1))
+        self.answer_late_then_check_u1_again(resubscribe)
 
     def test_pushed_items_past_the_limit_are_compacted_by_a_snapshot(self):
         self.replica.compact_after_items = 2

@@ -76,11 +76,16 @@ public final class FilterReplica implements AutoCloseable {
   /** A check's answer: keep[i] (true: never shown, keep) for ids then keys, and its path. */
   public record Result(boolean[] keep, Path path) {}
 
-  /** Counters since creation and the current state. */
+  /**
+   * Counters since creation and the current state. {@code subscribesInFlight}:
+   * subscribes sent and not yet answered (by a snapshot or an error); a user
+   * forgotten or evicted takes its own off.
+   */
   public record Stats(long localChecks, long streamChecks, long unaryChecks, long failedChecks,
       long notSynced, long stale, long aging, long snapshots, long notModified, long pushes,
       long pushedItems, long gaps, long resyncs, long resets, long expired, long compactions,
-      long reconnects, long evictions, long bytesHeld, int usersHeld, Duration staleness) {
+      long reconnects, long evictions, long bytesHeld, int usersHeld, int subscribesInFlight,
+      Duration staleness) {
     /** Local checks over answered checks (0 before any). */
     public double hitRatio() {
       long answered = localChecks + streamChecks + unaryChecks;
@@ -513,7 +518,8 @@ public final class FilterReplica implements AutoCloseable {
       Duration staleness = haveRef ? Duration.ofNanos(System.nanoTime() - refSentNanos) : null;
       return new Stats(localChecks, streamChecks, unaryChecks, failedChecks, notSynced, stale,
           aging, snapshots, notModified, pushes, pushedItems, gaps, resyncs, resets, expired,
-          compactions, reconnects, evictions, bytes, entries.size(), staleness);
+          compactions, reconnects, evictions, bytes, entries.size(), subscribes.size(),
+          staleness);
     }
   }
 
@@ -711,6 +717,12 @@ public final class FilterReplica implements AutoCloseable {
 
   private void drop(Entry e) {
     e.synced = false;
+    if (e.subscribeId != 0) {
+      // A subscribe still unanswered: its answer will find no entry, so
+      // nothing else would take its id off the map while the stream lasts.
+      subscribes.remove(e.subscribeId);
+      e.subscribeId = 0;
+    }
     Stream s = liveStream();
     if (e.subscribed && s != null) {
       // Quiet: no answer wanted. The user is no longer held, so its pushes

@@ -281,6 +281,70 @@ class FilterReplicaTest {
     assertEquals(2, server.subscribes(U));
   }
 
+  /**
+   * a and b checked (a the least recently), then the server holds its
+   * snapshots and a gap makes a subscribe again: one subscribe in flight
+   * when the test lets a go.
+   */
+  void holdAResubscribeOfA() throws Exception {
+    check("a", IDS);
+    check("b", IDS);
+    server.holdSnapshots = true;
+    server.push("a", 1, server.serverTimeMs, Xxh3.hashId(8));  // sequence 2 after 0: a gap
+    replica.sync(Duration.ofSeconds(5));
+    assertEquals(1, replica.stats().subscribesInFlight());
+  }
+
+  /**
+   * The held subscribe's answer arrives for a user no longer held: nothing
+   * is left in flight, nothing else changes, and a's next check subscribes
+   * again as any first one does.
+   */
+  void answerLateThenCheckAAgain() throws Exception {
+    replica.sync(Duration.ofSeconds(5));  // the resubscribe has been read
+    assertEquals(2, server.subscribes("a"));
+    FilterReplica.Stats before = replica.stats();
+    server.holdSnapshots = false;
+    server.snapshot("a");
+    replica.sync(Duration.ofSeconds(5));
+    FilterReplica.Stats s = replica.stats();
+    assertEquals(0, s.subscribesInFlight());
+    assertEquals(before.usersHeld(), s.usersHeld());
+    assertEquals(before.snapshots(), s.snapshots());
+    assertEquals(FilterReplica.Path.LOCAL, check("a", IDS).path());
+    s = replica.stats();
+    assertEquals(0, s.subscribesInFlight());
+    assertEquals(before.snapshots() + 1, s.snapshots());
+    assertEquals(3, server.subscribes("a"));
+  }
+
+  @Test
+  void aUserForgottenBeforeItsSnapshotLeavesNothingInFlight() throws Exception {
+    holdAResubscribeOfA();
+    replica.forget("homefeed", "a");
+    answerLateThenCheckAAgain();
+  }
+
+  @Test
+  void aUserEvictedBeforeItsSnapshotLeavesNothingInFlight() throws Exception {
+    replica.close();
+    replica = FilterReplica.builder(server.channel).maxBytes(1L << 20)
+        .compactAfterItems(1_000_000).build();
+    holdAResubscribeOfA();
+    // Pushed items that take b past the room a leaves: a, the least
+    // recently checked, is evicted.
+    long[] items = new long[(int) (((1L << 20) - replica.stats().bytesHeld())
+        / FilterReplica.PUSHED_ITEM_BYTES + 1)];
+    for (int i = 0; i < items.length; i++) {
+      items[i] = Xxh3.hashId(1000 + i);
+    }
+    server.push("b", 0, server.serverTimeMs, items);
+    replica.sync(Duration.ofSeconds(5));
+    assertEquals(1, replica.stats().evictions());
+    assertEquals(1, replica.stats().usersHeld());
+    answerLateThenCheckAAgain();
+  }
+
   @Test
   void checksFromSeveralThreadsWhilePushesArrive() throws Exception {
     check(U, IDS);
