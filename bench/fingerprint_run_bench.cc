@@ -287,6 +287,36 @@ void BM_ClaimIndex(benchmark::State& state) {
 }
 BENCHMARK(BM_ClaimIndex)->ArgsProduct({{0, 333, 2000, 20000}, {0, 1, 2}});
 
+// The probe a replica makes through runs it filed once (FilterView::
+// FileRuns): 5,000 candidates against one of range(1) users of range(0)
+// codes each (MakeUserRuns, 7 runs), user after user, so that with many
+// users each probe finds its index out of cache as a recall server's
+// checks do (a session's next request comes after other sessions').
+void BM_ClaimIndexProbeAcrossUsers(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0));
+  const size_t users = static_cast<size_t>(state.range(1));
+  const UserRuns user = MakeUserRuns(n, 7);
+  const std::vector<uint64_t> cands = Candidates(user.items, 4);
+  std::vector<uint8_t> keep(kCandidates, 1);
+  // The same runs filed for every user: the indexes sit apart in memory,
+  // which is what the cache sees.
+  std::vector<ClaimIndex> indexes(users);
+  for (ClaimIndex& index : indexes) {
+    if (!index.Build(user.views)) {
+      state.SkipWithError("ClaimIndex refused");
+      return;
+    }
+  }
+  size_t u = 0;
+  for (auto _ : state) {
+    indexes[u].RemoveClaimed(cands, keep.data());
+    benchmark::DoNotOptimize(keep.data());
+    u = u + 1 == users ? 0 : u + 1;
+  }
+  SetPerCandidate(state);
+}
+BENCHMARK(BM_ClaimIndexProbeAcrossUsers)->ArgsProduct({{2000, 20000}, {1, 64}});
+
 // The other exact check (ClaimBitmap): range(0) codes in range(1) runs
 // (MakeUserRuns), set, probed by the 5,000 candidates and cleared: against
 // BM_ClaimIndex/n/2, what RemoveClaimedByRuns's cost model weighs.

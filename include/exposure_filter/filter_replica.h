@@ -51,7 +51,7 @@ struct FilterReplicaOptions {
   // Runs filed for repeated checks (FilterView::FileRuns) of the users
   // checked most recently, least recently used dropped beyond it; 0 files
   // none. A user's second local check of the same filter files its runs
-  // (~50 KiB at 2,000 items; a user checked once costs nothing) and later
+  // (~44 KiB at 2,000 items; a user checked once costs nothing) and later
   // checks pay only the probe. Apart from max_bytes: a dropped index
   // costs one filing again, a dropped user a snapshot.
   size_t max_index_bytes = size_t{32} << 20;

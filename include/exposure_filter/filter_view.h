@@ -104,11 +104,11 @@ class FilterView {
   // KeepMaskHashes otherwise builds and throws away. A check through the
   // index pays only the probe, ~3.6 ns a candidate, where one without it
   // also decodes and files every code, ~14 ns a code plus ~0.75 ns a
-  // bucket (src/filter/claim_cost.h): for 2,000 codes and 5,000
-  // candidates about 18 us instead of 30-50. The index costs ~8 bytes a
-  // code plus 4 a bucket (~50 KiB at 2,000 codes, ClaimIndex::
-  // retained_bytes), against ~1.4 bytes a code for the filter itself, so
-  // it is for the users being checked now, not every user held.
+  // bucket (src/filter/claim_cost.h). The index costs ~8 bytes a code
+  // plus 4 a bucket, 4 to 8 buckets a code (ClaimIndex::BucketBits): ~44
+  // KiB at 2,000 codes (ClaimIndex::retained_bytes), ~15x the filter's
+  // ~1.4 bytes a code, so it is for the users being checked now, not
+  // every user held.
   //
   // FileRuns fills `index` from this view's runs; false (the index is
   // unusable) when the view has none or filing would pass the index's

@@ -148,6 +148,11 @@ void ClaimIndex::Trim() {
   }
 }
 
+void ClaimIndex::ReleaseBuildScratch() {
+  std::vector<uint32_t>().swap(fps_);
+  std::vector<Entry>().swap(intervals_);
+}
+
 size_t ClaimIndex::retained_bytes() const {
   return fps_.capacity() * sizeof(uint32_t) +
          intervals_.capacity() * sizeof(Entry) +

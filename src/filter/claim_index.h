@@ -57,6 +57,10 @@ class ClaimIndex {
   // once checked it (the index is empty until the next Build).
   static constexpr size_t kKeepCodes = size_t{1} << 16;
   void Trim();
+  // Frees Build's scratch (every code's interval, one run's codes), which
+  // only a next Build reads: about a third of the bytes of an index kept
+  // to be probed many times (FilterView::FileRuns).
+  void ReleaseBuildScratch();
   // Heap bytes the buffers hold (capacity, not size).
   size_t retained_bytes() const;
 

@@ -495,7 +495,9 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
 }
 
 bool FilterView::FileRuns(ClaimIndex* index) const {
-  return !run_views_.empty() && index->Build(run_views_);
+  if (run_views_.empty() || !index->Build(run_views_)) return false;
+  index->ReleaseBuildScratch();  // kept to be probed, never built again
+  return true;
 }
 
 void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
