@@ -53,6 +53,12 @@ void FilterReplica::Impl::Subscribe(const std::shared_ptr<Entry>& e,
   bool fresh_for_a_while = false;
   {
     absl::MutexLock lock(&mu_);
+    // Forgotten or evicted since the caller found it (its lock was not
+    // held then): no subscribe for a user not held, whose answer would
+    // find no entry and leave the id behind. The caller's check goes to
+    // mode A.
+    auto held = entries_.find(EntryKey(e->surface, e->user_id));
+    if (held == entries_.end() || *held->second != e) return;
     subscribes_.erase(e->subscribe_id);
     subscribes_[id] = e;
     fresh_for_a_while =

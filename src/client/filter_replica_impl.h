@@ -226,7 +226,8 @@ class FilterReplica::Impl final : public SessionCall::Listener {
                                      absl::string_view user);
   std::shared_ptr<Entry> Find(absl::string_view surface,
                               absl::string_view user);
-  // Sends a subscribe for `e` with the version it holds.
+  // Sends a subscribe for `e` with the version it holds, unless `e` was
+  // forgotten or evicted since the caller found it.
   void Subscribe(const std::shared_ptr<Entry>& e, SessionCall* call)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu);
   // 0 when not sent. `wait`: behind a running write; the pinger does not
