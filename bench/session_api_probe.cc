@@ -121,25 +121,25 @@ class CallbackStream final
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-void AnswerRecord(Recorded* recorded, grpc::CallbackServerContext* ctx,
-                  const v1::RecordExposureRequest* request,
-                  v1::RecordExposureResponse* response,
-                  grpc::ServerUnaryReactor** reactor) {
+// RecordExposure, the same on both APIs: the items go into the sets.
+grpc::ServerUnaryReactor* AnswerRecord(Recorded* recorded,
+                                       grpc::CallbackServerContext* ctx,
+                                       const v1::RecordExposureRequest* request,
+                                       v1::RecordExposureResponse* response) {
   recorded->Add(*request);
   uint64_t items = 0;
   for (const auto& e : request->exposures()) items += e.item_ids_size();
   response->set_items_recorded(items);
-  *reactor = ctx->DefaultReactor();
-  (*reactor)->Finish(grpc::Status::OK);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 class CallbackProbe final : public v1::ExposureFilter::CallbackService {
   grpc::ServerUnaryReactor* RecordExposure(
       grpc::CallbackServerContext* ctx, const v1::RecordExposureRequest* req,
       v1::RecordExposureResponse* resp) override {
-    grpc::ServerUnaryReactor* reactor = nullptr;
-    AnswerRecord(&recorded_, ctx, req, resp, &reactor);
-    return reactor;
+    return AnswerRecord(&recorded_, ctx, req, resp);
   }
   grpc::ServerBidiReactor<v1::SessionRequest, v1::SessionResponse>* Session(
       grpc::CallbackServerContext* /*ctx*/) override {
@@ -154,9 +154,7 @@ class SyncProbe final
   grpc::ServerUnaryReactor* RecordExposure(
       grpc::CallbackServerContext* ctx, const v1::RecordExposureRequest* req,
       v1::RecordExposureResponse* resp) override {
-    grpc::ServerUnaryReactor* reactor = nullptr;
-    AnswerRecord(&recorded_, ctx, req, resp, &reactor);
-    return reactor;
+    return AnswerRecord(&recorded_, ctx, req, resp);
   }
   grpc::Status Session(
       grpc::ServerContext* /*ctx*/,

@@ -93,6 +93,15 @@ class FilterReplicaTest : public ::testing::Test {
     ASSERT_TRUE(stub_->RecordExposure(&ctx, req, &resp).ok());
   }
 
+  void DeleteUser(const std::string& user) {
+    v1::DeleteUserRequest req;
+    req.set_surface("h");
+    req.set_user_id(user);
+    v1::DeleteUserResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->DeleteUser(&ctx, req, &resp).ok());
+  }
+
   // FilterRecalled's keep flags for `ids`.
   std::vector<uint8_t> Unary(const std::string& user,
                              const std::vector<uint64_t>& ids) {
@@ -208,12 +217,7 @@ TEST_F(FilterReplicaTest, ADeleteOnTheServerEmptiesTheCopy) {
   Record("u1", {5});
   auto r = Replica();
   EXPECT_EQ(Check(*r, "u1", {5}), (std::vector<uint8_t>{0}));
-  v1::DeleteUserRequest del;
-  del.set_surface("h");
-  del.set_user_id("u1");
-  v1::DeleteUserResponse resp;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(stub_->DeleteUser(&ctx, del, &resp).ok());
+  DeleteUser("u1");
   ASSERT_TRUE(r->Sync().ok());
   CheckPath path = CheckPath::kUnary;
   EXPECT_EQ(Check(*r, "u1", {5}, &path), (std::vector<uint8_t>{1}));
@@ -335,12 +339,7 @@ TEST_F(FilterReplicaTest, ARepeatedCheckIsAnsweredThroughFiledRuns) {
   EXPECT_EQ(r->stats().indexed_checks, 2u);
   EXPECT_EQ(r->stats().index_bytes, st.index_bytes);
   // Deleted on the server: the copy's view is replaced, its filing dropped.
-  v1::DeleteUserRequest del;
-  del.set_surface("h");
-  del.set_user_id("u1");
-  v1::DeleteUserResponse resp;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(stub_->DeleteUser(&ctx, del, &resp).ok());
+  DeleteUser("u1");
   ASSERT_TRUE(r->Sync().ok());
   ASSERT_EQ(r->stats().resets, 1u);
   EXPECT_EQ(r->stats().index_bytes, 0u);
