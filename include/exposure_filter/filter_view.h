@@ -110,12 +110,15 @@ class FilterView {
   // ~1.4 bytes a code, so it is for the users being checked now, not
   // every user held.
   //
-  // FileRuns fills `index` from this view's runs; false (the index is
-  // unusable) when the view has none or filing would pass the index's
-  // bound (ClaimIndex::Build). The second KeepMaskHashes answers exactly
-  // as the first, taking the runs from `index`, which must have been
-  // filled by FileRuns from this view or from a copy of it.
-  bool FileRuns(ClaimIndex* index) const;
+  // FileRuns fills `index` from this view's runs for checks of about
+  // `candidates` each; false (the index is unusable) when the view has no
+  // runs, when filing would pass the index's bound (ClaimIndex::Build), or
+  // when the check without it is estimated cheaper than the probe alone
+  // (one small run: its bit set, src/filter/claim_cost.h). The second
+  // KeepMaskHashes answers exactly as the first, taking the runs from
+  // `index`, which must have been filled by FileRuns from this view or
+  // from a copy of it.
+  bool FileRuns(ClaimIndex* index, size_t candidates) const;
   void KeepMaskHashes(absl::Span<const uint64_t> item_hashes, uint8_t* keep,
                       const ClaimIndex& runs_index) const;
 

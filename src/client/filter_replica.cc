@@ -134,7 +134,7 @@ bool FilterReplica::Impl::TryLocal(absl::string_view surface,
         // be told from here until a pong shows its clock past it.
         n_.aging.fetch_add(1, std::memory_order_relaxed);
       } else {
-        if (std::shared_ptr<const ClaimIndex> index = IndexFor(e)) {
+        if (std::shared_ptr<const ClaimIndex> index = IndexFor(e, n)) {
           e->view.KeepMaskHashes(absl::MakeConstSpan(hashes.data(), n), keep,
                                  *index);
           n_.indexed.fetch_add(1, std::memory_order_relaxed);

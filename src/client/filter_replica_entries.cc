@@ -222,7 +222,7 @@ void FilterReplica::Impl::SetView(Entry* e, FilterView view) {
 }
 
 std::shared_ptr<const ClaimIndex> FilterReplica::Impl::IndexFor(
-    const std::shared_ptr<Entry>& e) {
+    const std::shared_ptr<Entry>& e, size_t candidates) {
   {
     absl::MutexLock lock(&mu_);
     if (e->indexed) {
@@ -232,9 +232,17 @@ std::shared_ptr<const ClaimIndex> FilterReplica::Impl::IndexFor(
   }
   // A user checked once (a one-request session) is not worth its index:
   // filing costs about what the check without it costs.
-  if (options_.max_index_bytes == 0 || ++e->view_checks < 2) return nullptr;
+  // view_checks < 0: FileRuns declined this view (not worth it, or
+  // refused); not tried again until the view is replaced (SetView).
+  if (options_.max_index_bytes == 0 || e->view_checks < 0 ||
+      ++e->view_checks < 2) {
+    return nullptr;
+  }
   auto index = std::make_shared<ClaimIndex>();
-  if (!e->view.FileRuns(index.get())) return nullptr;
+  if (!e->view.FileRuns(index.get(), candidates)) {
+    e->view_checks = -1;
+    return nullptr;
+  }
   const size_t bytes = index->retained_bytes();
   if (bytes > options_.max_index_bytes) return index;  // used once, not kept
   absl::MutexLock lock(&mu_);

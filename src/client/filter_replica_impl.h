@@ -88,7 +88,8 @@ struct Entry {
   std::shared_ptr<const PulledFilter> filter ABSL_GUARDED_BY(mu);
   FilterView view ABSL_GUARDED_BY(mu);
   // Local checks answered from `view` since it was last replaced: the
-  // second files its runs (FilterReplica::Impl::IndexFor).
+  // second files its runs (FilterReplica::Impl::IndexFor); -1 once filing
+  // was declined for it.
   int view_checks ABSL_GUARDED_BY(mu) = 0;
   std::string version ABSL_GUARDED_BY(mu);
   // Items pushed since the snapshot: hash -> newest slice index it was
@@ -248,11 +249,12 @@ class FilterReplica::Impl final : public SessionCall::Listener {
   // Replaces e's view; runs filed from the old one are dropped.
   void SetView(Entry* e, FilterView view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The filed runs to check e's view with: those held (now the most
-  // recently used), or, from the view's second local check on, filed now
-  // and kept within max_index_bytes. Null: check without (the first check
-  // of a view, no runs, or filing refused).
-  std::shared_ptr<const ClaimIndex> IndexFor(const std::shared_ptr<Entry>& e)
+  // The filed runs to check e's view with (`candidates` a check): those
+  // held (now the most recently used), or, from the view's second local
+  // check on, filed now and kept within max_index_bytes. Null: check
+  // without (the first check of a view, or FileRuns declined).
+  std::shared_ptr<const ClaimIndex> IndexFor(const std::shared_ptr<Entry>& e,
+                                             size_t candidates)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu) ABSL_LOCKS_EXCLUDED(mu_);
   void DropIndexLocked(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FreshLocked(absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

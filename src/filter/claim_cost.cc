@@ -17,26 +17,40 @@ constexpr uint64_t kIndexPerCode = 140;
 constexpr uint64_t kIndexPerBucket = 7;  // 0.75 ns, rounded down
 constexpr uint64_t kIndexPerCandidate = 36;
 
-}  // namespace
-
-bool BitmapCheaperThanIndex(absl::Span<const FingerprintRunView> runs,
-                            size_t m) {
-  if (!ClaimBitmap::Fits(runs)) return false;
+// ClaimBitmap's estimated cost for m candidates; max when it cannot take
+// the runs.
+uint64_t BitmapCost(absl::Span<const FingerprintRunView> runs, size_t m,
+                    uint64_t* codes) {
   uint64_t n = 0;
   uint64_t nonempty = 0;
   for (const FingerprintRunView& r : runs) {
     n += r.count();
     nonempty += r.count() != 0;
   }
+  *codes = n;
+  if (!ClaimBitmap::Fits(runs)) return UINT64_MAX;
   const uint64_t passes = ClaimBitmap::Passes(runs);
-  const uint64_t bitmap =
-      kBitmapPerCode * n +
-      uint64_t{m} * (kBitmapPerPass * passes + kBitmapPerProbe * nonempty);
+  return kBitmapPerCode * n +
+         uint64_t{m} * (kBitmapPerPass * passes + kBitmapPerProbe * nonempty);
+}
+
+}  // namespace
+
+bool BitmapCheaperThanIndex(absl::Span<const FingerprintRunView> runs,
+                            size_t m) {
+  uint64_t n = 0;
+  const uint64_t bitmap = BitmapCost(runs, m, &n);
   const uint64_t index =
       kIndexPerCode * n +
       (kIndexPerBucket << ClaimIndex::BucketBits(static_cast<size_t>(n))) +
       kIndexPerCandidate * uint64_t{m};
   return bitmap < index;
+}
+
+bool BitmapCheaperThanProbe(absl::Span<const FingerprintRunView> runs,
+                            size_t m) {
+  uint64_t n = 0;
+  return BitmapCost(runs, m, &n) < kIndexPerCandidate * uint64_t{m};
 }
 
 }  // namespace exposure_filter

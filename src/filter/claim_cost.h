@@ -37,6 +37,14 @@ namespace exposure_filter {
 bool BitmapCheaperThanIndex(absl::Span<const FingerprintRunView> runs,
                             size_t m);
 
+// True when ClaimBitmap can take `runs` and is estimated cheaper for m
+// candidates than the probe alone of a ClaimIndex already built (one
+// filed once for many checks, FilterView::FileRuns): by the constants
+// above, a user of one run of fewer than ~1.3 m / 5.5 codes (~1,200 at
+// 5,000 candidates), whose bit set costs less to set than probing saves.
+bool BitmapCheaperThanProbe(absl::Span<const FingerprintRunView> runs,
+                            size_t m);
+
 }  // namespace exposure_filter
 
 #endif  // EXPOSURE_FILTER_SRC_FILTER_CLAIM_COST_H_

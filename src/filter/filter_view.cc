@@ -15,6 +15,7 @@
 #include "exposure_filter/filter_format.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/bloom_math.h"
+#include "src/filter/claim_cost.h"
 #include "src/filter/claim_index.h"
 #include "src/filter/fingerprint_run.h"
 #include "src/filter/item_hash_batch.h"
@@ -494,8 +495,11 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
   RemoveClaimedByRuns(run_views_, item_hashes, keep);
 }
 
-bool FilterView::FileRuns(ClaimIndex* index) const {
-  if (run_views_.empty() || !index->Build(run_views_)) return false;
+bool FilterView::FileRuns(ClaimIndex* index, size_t candidates) const {
+  if (run_views_.empty() || BitmapCheaperThanProbe(run_views_, candidates) ||
+      !index->Build(run_views_)) {
+    return false;
+  }
   index->ReleaseBuildScratch();  // kept to be probed, never built again
   return true;
 }

@@ -143,6 +143,15 @@ TEST(ClaimBitmapTest, CostModelPicksAsDocumented) {
   EXPECT_FALSE(BitmapCheaperThanIndex(many.views(), 5000));
   const RunSet heavy = MakeRuns({{50'000, 32, 35'000'000}}, 6);
   EXPECT_FALSE(BitmapCheaperThanIndex(heavy.views(), 5000));
+  // Against an index already filed, only one small run keeps the bitmap:
+  // its bit set costs less to set than the probe saves over its test.
+  const RunSet light = MakeRuns({{300, 17, 300 * 128}}, 7);
+  EXPECT_TRUE(BitmapCheaperThanProbe(light.views(), 5000));
+  const RunSet one = MakeRuns({{2000, 20, 2000 * 128}}, 8);
+  EXPECT_FALSE(BitmapCheaperThanProbe(one.views(), 5000));
+  EXPECT_FALSE(BitmapCheaperThanProbe(usual.views(), 5000));
+  EXPECT_FALSE(BitmapCheaperThanProbe(many.views(), 5000));
+  EXPECT_FALSE(BitmapCheaperThanProbe(heavy.views(), 5000));
   for (const RunSet* s : {&usual, &many, &heavy}) {
     const std::vector<uint64_t> cands = Candidates(*s, 5000, 9);
     std::vector<uint8_t> keep, expected;

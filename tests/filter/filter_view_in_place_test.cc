@@ -125,7 +125,7 @@ TEST(FilterViewInPlaceTest, FiledRunsAnswerAsTheView) {
       ASSERT_LT(aged.runs().size(), full.runs().size());
       for (const FilterView* v : {&full, &aged}) {
         ClaimIndex index;
-        ASSERT_TRUE(v->FileRuns(&index));
+        ASSERT_TRUE(v->FileRuns(&index, hashes.size()));
         std::vector<uint8_t> want(hashes.size());
         std::vector<uint8_t> got(hashes.size());
         v->KeepMaskHashes(hashes, want.data());
@@ -142,7 +142,16 @@ TEST(FilterViewInPlaceTest, FiledRunsAnswerAsTheView) {
     }
   }
   ClaimIndex index;
-  EXPECT_FALSE(FilterView().FileRuns(&index));
+  EXPECT_FALSE(FilterView().FileRuns(&index, 5000));
+  // One small run: its bit set is cheaper than the probe, nothing filed.
+  UserFilter light;
+  std::vector<uint64_t> few(hashes.begin(), hashes.begin() + 100);
+  light.Record(p, few, kNow);
+  std::string bytes;
+  EncodeFilter(&light, p, kNow, &bytes);
+  const FilterView v = *FilterView::Parse(bytes);
+  ASSERT_EQ(v.runs().size(), 1u);
+  EXPECT_FALSE(v.FileRuns(&index, 5000));
 }
 
 }  // namespace
