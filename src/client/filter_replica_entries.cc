@@ -171,6 +171,12 @@ void FilterReplica::Impl::Drop(
   for (const std::shared_ptr<Entry>& victim : victims) {
     absl::MutexLock lock(&victim->mu);
     victim->synced = false;
+    const bool subscribed = victim->subscribed;
+    victim->subscribed = false;
+    // A check waiting for the user's first snapshot stops waiting: no
+    // snapshot will be applied to a user not held, so it answers through
+    // mode A now, not at its deadline.
+    victim->cv.SignalAll();
     if (victim->subscribe_id != 0) {
       // A subscribe still unanswered: its answer will find no entry, so
       // nothing else would take its id off the map while the stream lasts.
@@ -178,8 +184,7 @@ void FilterReplica::Impl::Drop(
       subscribes_.erase(victim->subscribe_id);
       victim->subscribe_id = 0;
     }
-    if (!victim->subscribed || call == nullptr) continue;
-    victim->subscribed = false;
+    if (!subscribed || call == nullptr) continue;
     v1::SessionRequest r;
     r.set_request_id(next_id_.fetch_add(1, std::memory_order_relaxed));
     r.mutable_unsubscribe()->set_surface(victim->surface);

@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "exposure/v1/exposure_filter.grpc.pb.h"
 #include "exposure_filter/item_hash.h"
 #include "exposure_filter/session_push_batches.h"
@@ -823,6 +824,41 @@ class FilterReplicaSubscribeInFlightTest : public ::testing::Test {
   Scripted s_{&service_, Options()};
   std::vector<uint8_t> keep_ = std::vector<uint8_t>(1);
 };
+
+// A check waiting for a user's first snapshot is released by Forget: it
+// answers through mode A at once, not at its deadline.
+TEST_F(FilterReplicaSubscribeInFlightTest,
+       ForgetReleasesACheckWaitingForTheSnapshot) {
+  auto held_for = [&](const std::string& user) {
+    for (const v1::SessionRequest& r : service_.Held()) {
+      if (r.subscribe().user_id() == user) return true;
+    }
+    return false;
+  };
+  absl::Notification done;
+  absl::Status status;
+  CheckPath path = CheckPath::kLocal;
+  std::vector<uint8_t> keep(2, 7);
+  std::thread check([&] {
+    status = s_.replica->Check("h", "u3", {1, 5}, {}, keep.data(), &path);
+    done.Notify();
+  });
+  // Its subscribe is held: the check waits for a snapshot that cannot come.
+  for (int i = 0; i < 2000 && !held_for("u3"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(held_for("u3"));
+  EXPECT_FALSE(done.HasBeenNotified()) << "answered without its snapshot";
+  s_.replica->Forget("h", "u3");
+  // The check's deadline is 20 s (TestOptions): released long before it,
+  // or only by it.
+  const bool released = done.WaitForNotificationWithTimeout(absl::Seconds(10));
+  check.join();
+  EXPECT_TRUE(released) << "the check waited for its deadline";
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(path, CheckPath::kStream);
+  EXPECT_EQ(keep, (std::vector<uint8_t>{0, 1}));  // every candidate but 1
+}
 
 TEST_F(FilterReplicaSubscribeInFlightTest,
        AUserForgottenBeforeItsSnapshotLeavesNothingInFlight) {
