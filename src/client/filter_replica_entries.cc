@@ -238,7 +238,8 @@ std::shared_ptr<const ClaimIndex> FilterReplica::Impl::IndexFor(
   // A user checked once (a one-request session) is not worth its index:
   // filing costs about what the check without it costs.
   // view_checks < 0: FileRuns declined this view (not worth it, or
-  // refused); not tried again until the view is replaced (SetView).
+  // refused) or its index exceeds the bound; not tried again until the
+  // view is replaced (SetView).
   if (options_.max_index_bytes == 0 || e->view_checks < 0 ||
       ++e->view_checks < 2) {
     return nullptr;
@@ -249,7 +250,13 @@ std::shared_ptr<const ClaimIndex> FilterReplica::Impl::IndexFor(
     return nullptr;
   }
   const size_t bytes = index->retained_bytes();
-  if (bytes > options_.max_index_bytes) return index;  // used once, not kept
+  if (bytes > options_.max_index_bytes) {
+    // Larger than the whole bound: used once, not kept, and not filed
+    // again for this view (each later check would pay the filing for
+    // nothing).
+    e->view_checks = -1;
+    return index;
+  }
   absl::MutexLock lock(&mu_);
   // Forgotten or evicted since the check began: used once, not kept (no
   // removal would take its slot back).

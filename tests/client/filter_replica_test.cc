@@ -404,6 +404,15 @@ TEST_F(FilterReplicaTest, FiledRunsStayUnderTheirBound) {
   }
   EXPECT_EQ(none->stats().indexed_checks, 0u);
   EXPECT_EQ(none->stats().index_bytes, 0u);
+  // A bound below one user's index: filed once, used by that check, never
+  // kept nor filed again for the same filter.
+  o.max_index_bytes = one / 2;
+  auto small = Replica(o);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Check(*small, "user-2", ids), Unary("user-2", ids));
+  }
+  EXPECT_EQ(small->stats().indexed_checks, 1u);
+  EXPECT_EQ(small->stats().index_bytes, 0u);
 }
 
 TEST_F(FilterReplicaTest, PushedItemsAreCompactedIntoASnapshot) {
