@@ -1,6 +1,7 @@
 #include "src/filter/claim_index.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 
 #include "absl/base/optimization.h"
@@ -8,6 +9,7 @@
 #include "src/filter/candidate_sort.h"
 #include "src/filter/claim_bitmap.h"
 #include "src/filter/claim_cost.h"
+#include "src/filter/claim_probe.h"
 
 namespace exposure_filter {
 namespace {
@@ -163,25 +165,16 @@ size_t ClaimIndex::retained_bytes() const {
 void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
                                uint8_t* keep) const {
   if (filings_ == 0) return;
-  const int shift = 32 - bits_;
-  const uint32_t* start = start_.data();
-  const Entry* entries = entries_.data();
-  for (size_t i = 0; i < hashes.size(); ++i) {
-    const uint32_t g = static_cast<uint32_t>(hashes[i] >> 32);  // granule
-    const uint32_t x = g >> shift;
-    const uint32_t lo = start[x];
-    const uint32_t len = start[x + 1] - lo;
-    // One check without a branch (the bucket's first entry, or the next
-    // bucket's / the padding when it is empty: masked by len), more only
-    // for buckets holding two or more codes.
-    bool hit = (len != 0) & (g - entries[lo].first <= entries[lo].width);
-    if (ABSL_PREDICT_FALSE(len > 1)) {
-      for (uint32_t j = lo + 1; j < lo + len; ++j) {
-        hit |= g - entries[j].first <= entries[j].width;
-      }
-    }
-    keep[i] &= static_cast<uint8_t>(!hit);
-  }
+  ActiveClaimProbe()(filed(), hashes.data(), hashes.size(), keep);
+}
+
+FiledClaims ClaimIndex::filed() const {
+  // The kernels read an entry as its two words, first then width.
+  static_assert(sizeof(Entry) == 2 * sizeof(uint32_t) &&
+                offsetof(Entry, width) == sizeof(uint32_t));
+  return FiledClaims{start_.data(),
+                     reinterpret_cast<const uint32_t*>(entries_.data()),
+                     32 - bits_};
 }
 
 void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "src/filter/claim_probe.h"
 #include "src/filter/fingerprint_run.h"
 
 namespace exposure_filter {
@@ -49,8 +50,12 @@ class ClaimIndex {
   bool Build(absl::Span<const FingerprintRunView> runs);
   // Clears keep[i] for every hash[i] that some filed code claims
   // (keep[i] == 0 on entry stays 0). Exact: the same result as
-  // FingerprintRunView::RemoveContained over every run.
+  // FingerprintRunView::RemoveContained over every run. Through the probe
+  // kernel for this CPU (claim_probe.h).
   void RemoveClaimed(absl::Span<const uint64_t> hashes, uint8_t* keep) const;
+  // The filed codes as the probe kernels read them, after a successful
+  // Build with filings() > 0; valid until the next Build or Trim.
+  FiledClaims filed() const;
 
   // Releases the buffers if they hold more than kKeepCodes codes' worth,
   // so that one heavy user does not pin its index in every thread that

@@ -1,0 +1,47 @@
+// The probe half of ClaimIndex (claim_index.h): each candidate's granule
+// (its hash's top 32 bits) against the codes filed under its bucket.
+//
+// Two kernels with one result: a portable loop, and an AVX-512 one that
+// probes 16 candidates at a time with gathers (bucket starts, then each
+// bucket's first entry), so the loads of 16 candidates are in flight at
+// once; buckets holding two or more codes are finished lane by lane.
+// ActiveClaimProbe() picks AVX-512 where the CPU has it (F, BW, VL),
+// unless EXPOSURE_FILTER_PROBE_KERNEL=portable (probe_kernel.h).
+#ifndef EXPOSURE_FILTER_SRC_FILTER_CLAIM_PROBE_H_
+#define EXPOSURE_FILTER_SRC_FILTER_CLAIM_PROBE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace exposure_filter {
+
+// The filed codes, as ClaimIndex lays them out: bucket x = granule >>
+// shift holds entries [start[x], start[x + 1]); `entries` holds one
+// readable padding entry past the last bucket's (a probe of an empty last
+// bucket reads it, masked off by the bucket's length 0). An entry is two
+// 32-bit words: the first granule of the code's claim and the claim's
+// width (granules first .. first + width).
+struct FiledClaims {
+  const uint32_t* start;
+  const uint32_t* entries;  // first, width, first, width, ...
+  int shift;                // 32 - bucket bits
+};
+
+using ClaimProbeFn = void (*)(const FiledClaims& claims, const uint64_t* hashes,
+                              size_t n, uint8_t* keep);
+
+// Clears keep[i] where some filed code claims hashes[i] (keep[i] == 0 on
+// entry stays 0).
+void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
+                         size_t n, uint8_t* keep);
+// Only call when ClaimProbeAvx512Supported().
+void ProbeClaimsAvx512(const FiledClaims& claims, const uint64_t* hashes,
+                       size_t n, uint8_t* keep);
+bool ClaimProbeAvx512Supported();
+
+// The kernel for this CPU (see above).
+ClaimProbeFn ActiveClaimProbe();
+
+}  // namespace exposure_filter
+
+#endif  // EXPOSURE_FILTER_SRC_FILTER_CLAIM_PROBE_H_
