@@ -74,6 +74,20 @@ class PrefixRange {
   uint64_t recip_;
 };
 
+// Build's scratch: one run's codes and every code's interval, read only
+// while filing. Per thread rather than per index, so that an index kept
+// to be probed (FilterView::FileRuns) holds only what a probe reads and a
+// filing allocates none of it once the thread's buffers have grown.
+struct BuildScratch {
+  std::vector<uint32_t> fps;
+  std::vector<ClaimIndex::Entry> intervals;
+};
+
+BuildScratch& ThreadBuildScratch() {
+  thread_local BuildScratch scratch;
+  return scratch;
+}
+
 }  // namespace
 
 int ClaimIndex::BucketBits(size_t n) {
@@ -106,14 +120,15 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   // Sized once and written field by field: push_back(Entry) made GCC store
   // the two words apart and reload them as one 16-byte word, a failed store
   // forward per code (~45% of Build in perf).
-  if (intervals_.size() < n) intervals_.resize(n);
-  Entry* interval = intervals_.data();
+  BuildScratch& scratch = ThreadBuildScratch();
+  if (scratch.intervals.size() < n) scratch.intervals.resize(n);
+  Entry* interval = scratch.intervals.data();
   for (const FingerprintRunView& r : runs) {
     if (r.count() == 0) continue;
-    fps_.clear();
-    r.AppendFingerprints(&fps_);
+    scratch.fps.clear();
+    r.AppendFingerprints(&scratch.fps);
     const PrefixRange prefixes(r.precision(), r.universe());
-    for (const uint32_t f : fps_) {
+    for (const uint32_t f : scratch.fps) {
       const Entry e = prefixes.Of(f);
       interval->first = e.first;
       interval->width = e.width;
@@ -129,7 +144,7 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   // start_[x + 1] as x's cursor (counted two places up, it now holds x's
   // start and ends at x + 1's).
   uint32_t* cursor = start_.data() + 1;
-  for (const Entry* e = intervals_.data(); e != interval; ++e) {
+  for (const Entry* e = scratch.intervals.data(); e != interval; ++e) {
     const uint32_t last = (e->first + e->width) >> shift;
     for (uint32_t x = e->first >> shift; x <= last; ++x) {
       entries_[cursor[x]++] = *e;
@@ -137,28 +152,24 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
   }
   // Padding, read by a probe past the last bucket, masked off by len.
   std::fill(entries_.begin() + filings_, entries_.end(), Entry{0, 0});
+  // A heavy user's scratch is not kept by the thread (as Trim does for
+  // an index's buffers).
+  if (scratch.intervals.capacity() > kKeepCodes ||
+      scratch.fps.capacity() > kKeepCodes) {
+    scratch = BuildScratch();
+  }
   return true;
 }
 
 void ClaimIndex::Trim() {
-  if (fps_.capacity() > kKeepCodes || intervals_.capacity() > kKeepCodes ||
-      entries_.capacity() > kKeepCodes) {
-    std::vector<uint32_t>().swap(fps_);
-    std::vector<Entry>().swap(intervals_);
+  if (entries_.capacity() > kKeepCodes) {
     std::vector<Entry>().swap(entries_);
     filings_ = 0;
   }
 }
 
-void ClaimIndex::ReleaseBuildScratch() {
-  std::vector<uint32_t>().swap(fps_);
-  std::vector<Entry>().swap(intervals_);
-}
-
 size_t ClaimIndex::retained_bytes() const {
-  return fps_.capacity() * sizeof(uint32_t) +
-         intervals_.capacity() * sizeof(Entry) +
-         start_.capacity() * sizeof(uint32_t) +
+  return start_.capacity() * sizeof(uint32_t) +
          entries_.capacity() * sizeof(Entry);
 }
 

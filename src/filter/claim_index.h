@@ -57,15 +57,12 @@ class ClaimIndex {
   // Build with filings() > 0; valid until the next Build or Trim.
   FiledClaims filed() const;
 
-  // Releases the buffers if they hold more than kKeepCodes codes' worth,
+  // Releases the entries if they hold more than kKeepCodes codes' worth,
   // so that one heavy user does not pin its index in every thread that
-  // once checked it (the index is empty until the next Build).
+  // once checked it (the index is empty until the next Build). Build's
+  // scratch is per thread and released the same way by Build itself.
   static constexpr size_t kKeepCodes = size_t{1} << 16;
   void Trim();
-  // Frees Build's scratch (every code's interval, one run's codes), which
-  // only a next Build reads: about a third of the bytes of an index kept
-  // to be probed many times (FilterView::FileRuns).
-  void ReleaseBuildScratch();
   // Heap bytes the buffers hold (capacity, not size).
   size_t retained_bytes() const;
 
@@ -88,10 +85,8 @@ class ClaimIndex {
  private:
   static constexpr size_t kPadding = 1;  // a probe reads one entry past
 
-  std::vector<uint32_t> fps_;     // one run's codes (Build scratch)
-  std::vector<Entry> intervals_;  // every code's, run by run (scratch)
-  std::vector<uint32_t> start_;   // 2^bits + 1 bucket starts
-  std::vector<Entry> entries_;    // filed codes, bucket by bucket
+  std::vector<uint32_t> start_;  // 2^bits + 1 bucket starts
+  std::vector<Entry> entries_;   // filed codes, bucket by bucket
   size_t filings_ = 0;
   int bits_ = 0;
 };

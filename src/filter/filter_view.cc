@@ -496,12 +496,9 @@ void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
 }
 
 bool FilterView::FileRuns(ClaimIndex* index, size_t candidates) const {
-  if (run_views_.empty() || BitmapCheaperThanProbe(run_views_, candidates) ||
-      !index->Build(run_views_)) {
-    return false;
-  }
-  index->ReleaseBuildScratch();  // kept to be probed, never built again
-  return true;
+  return !run_views_.empty() &&
+         !BitmapCheaperThanProbe(run_views_, candidates) &&
+         index->Build(run_views_);
 }
 
 void FilterView::KeepMaskHashes(absl::Span<const uint64_t> item_hashes,
