@@ -5,8 +5,10 @@
 // probes 16 candidates at a time with gathers (bucket starts, then each
 // bucket's first entry), so the loads of 16 candidates are in flight at
 // once; buckets holding two or more codes are finished lane by lane.
-// ActiveClaimProbe() picks AVX-512 where the CPU has it (F, BW, VL),
-// unless EXPOSURE_FILTER_PROBE_KERNEL=portable (probe_kernel.h).
+// ActiveClaimProbe() picks AVX-512 where the CPU has it (F, BW, VL) and
+// its gathers are fast (Intel's cores; not AMD's Zen 4, where they are
+// microcoded), unless EXPOSURE_FILTER_PROBE_KERNEL=portable
+// (probe_kernel.h).
 #ifndef EXPOSURE_FILTER_SRC_FILTER_CLAIM_PROBE_H_
 #define EXPOSURE_FILTER_SRC_FILTER_CLAIM_PROBE_H_
 
@@ -38,6 +40,8 @@ void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
 void ProbeClaimsAvx512(const FiledClaims& claims, const uint64_t* hashes,
                        size_t n, uint8_t* keep);
 bool ClaimProbeAvx512Supported();
+// Supported, and the CPU's gathers fast enough for it to win (see above).
+bool ClaimProbeAvx512Preferred();
 
 // The kernel for this CPU (see above).
 ClaimProbeFn ActiveClaimProbe();
