@@ -141,16 +141,7 @@ bool FilterReplica::Impl::TryLocal(absl::string_view surface,
         } else {
           e->view.KeepMaskHashes(absl::MakeConstSpan(hashes.data(), n), keep);
         }
-        if (!e->pushed.empty()) {
-          // The bit filter first, without a branch on keep[] (kept or not
-          // is a coin flip here): the map is probed for ~1 in 20.
-          for (size_t i = 0; i < n; ++i) {
-            if ((keep[i] & e->MaybePushed(hashes[i])) &&
-                e->pushed.contains(hashes[i])) {
-              keep[i] = 0;
-            }
-          }
-        }
+        if (!e->pushed.empty()) e->RemovePushed(hashes.data(), n, keep);
         n_.local.fetch_add(1, std::memory_order_relaxed);
         return true;
       }

@@ -107,8 +107,20 @@ struct Entry {
     if (!inserted) it->second = std::max(it->second, slice);
     pushed_bits[hash >> 58] |= uint64_t{1} << ((hash >> 52) & 63);
   }
-  bool MaybePushed(uint64_t hash) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return (pushed_bits[hash >> 58] >> ((hash >> 52) & 63)) & 1;
+  // Clears keep[i] for each hashes[i] pushed. The bit filter first,
+  // without a branch on keep[] (kept or not is a coin flip here): the map
+  // is probed for ~1 in 20. Through locals: the thread-local hashes'
+  // pointer was otherwise reloaded each step (the map's probe may write
+  // memory, for all the compiler knows).
+  void RemovePushed(const uint64_t* hashes, size_t n, uint8_t* keep) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const uint64_t* bits = pushed_bits.data();
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t h = hashes[i];
+      if ((keep[i] & (bits[h >> 58] >> ((h >> 52) & 63))) & 1) {
+        if (pushed.contains(h)) keep[i] = 0;
+      }
+    }
   }
   void ClearPushed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     pushed.clear();
