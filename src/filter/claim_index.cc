@@ -1,7 +1,6 @@
 #include "src/filter/claim_index.h"
 
 #include <algorithm>
-#include <cstddef>
 #include <limits>
 
 #include "absl/base/optimization.h"
@@ -180,12 +179,7 @@ void ClaimIndex::RemoveClaimed(absl::Span<const uint64_t> hashes,
 }
 
 FiledClaims ClaimIndex::filed() const {
-  // The kernels read an entry as its two words, first then width.
-  static_assert(sizeof(Entry) == 2 * sizeof(uint32_t) &&
-                offsetof(Entry, width) == sizeof(uint32_t));
-  return FiledClaims{start_.data(),
-                     reinterpret_cast<const uint32_t*>(entries_.data()),
-                     32 - bits_};
+  return FiledClaims{start_.data(), entries_.data(), 32 - bits_};
 }
 
 void RemoveClaimedByRuns(absl::Span<const FingerprintRunView> runs,

@@ -74,13 +74,9 @@ class ClaimIndex {
   size_t filings() const { return filings_; }
   int bucket_bits() const { return bits_; }
 
-  // A filed code: the hashes it claims, those whose top 32 bits (their
-  // 2^32-hash granule) lie in [first, first + width] (a check is one
-  // unsigned compare, no fingerprint to compute; exact since b <= 32).
-  struct Entry {
-    uint32_t first;
-    uint32_t width;
-  };
+  // A filed code (claim_probe.h): the hashes whose top 32 bits lie in
+  // [first, first + width].
+  using Entry = FiledClaim;
 
  private:
   static constexpr size_t kPadding = 1;  // a probe reads one entry past

@@ -1,5 +1,7 @@
 #include "src/filter/claim_probe.h"
 
+#include <cstddef>
+
 #include "absl/base/optimization.h"
 #include "src/filter/probe_kernel.h"
 
@@ -15,7 +17,7 @@ namespace exposure_filter {
 void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
                          size_t n, uint8_t* keep) {
   const uint32_t* start = claims.start;
-  const uint32_t* entries = claims.entries;
+  const FiledClaim* entries = claims.entries;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t g = static_cast<uint32_t>(hashes[i] >> 32);  // granule
     const uint32_t x = g >> claims.shift;
@@ -24,10 +26,10 @@ void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
     // One check without a branch (the bucket's first entry, or the next
     // bucket's / the padding when it is empty: masked by len), more only
     // for buckets holding two or more codes.
-    bool hit = (len != 0) & (g - entries[2 * lo] <= entries[2 * lo + 1]);
+    bool hit = (len != 0) & (g - entries[lo].first <= entries[lo].width);
     if (ABSL_PREDICT_FALSE(len > 1)) {
       for (uint32_t j = lo + 1; j < lo + len; ++j) {
-        hit |= g - entries[2 * j] <= entries[2 * j + 1];
+        hit |= g - entries[j].first <= entries[j].width;
       }
     }
     keep[i] &= static_cast<uint8_t>(!hit);
@@ -45,8 +47,12 @@ void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
     const FiledClaims& claims, const uint64_t* hashes, size_t n,
     uint8_t* keep) {
-  const int* start = reinterpret_cast<const int*>(claims.start);
-  const int* first = reinterpret_cast<const int*>(claims.entries);
+  // The gathers address bytes: an entry is 8 of them, its width 4 in.
+  static_assert(sizeof(FiledClaim) == 8 && offsetof(FiledClaim, width) == 4);
+  const void* start = claims.start;
+  const void* start_next = claims.start + 1;
+  const void* first = &claims.entries->first;
+  const void* width = &claims.entries->width;
   const __m512i odd_words = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15,
                                              13, 11, 9, 7, 5, 3, 1);
   const __m512i one = _mm512_set1_epi32(1);
@@ -64,12 +70,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
     const __m512i x = _mm512_maskz_srl_epi32(kAll, g, shift);
     const __m512i lo = _mm512_mask_i32gather_epi32(zero, kAll, x, start, 4);
     const __m512i end =
-        _mm512_mask_i32gather_epi32(zero, kAll, x, start + 1, 4);
+        _mm512_mask_i32gather_epi32(zero, kAll, x, start_next, 4);
     const __m512i len = _mm512_sub_epi32(end, lo);
     // Entry lo's words: index lo at scale 8 from the firsts and from the
     // widths one word on.
     const __m512i f = _mm512_mask_i32gather_epi32(zero, kAll, lo, first, 8);
-    const __m512i w = _mm512_mask_i32gather_epi32(zero, kAll, lo, first + 1, 8);
+    const __m512i w = _mm512_mask_i32gather_epi32(zero, kAll, lo, width, 8);
     __mmask16 hit = _mm512_mask_cmple_epu32_mask(
         _mm512_test_epi32_mask(len, len), _mm512_sub_epi32(g, f), w);
     __mmask16 more = _mm512_cmpgt_epu32_mask(len, one);
@@ -81,11 +87,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
         const int lane = __builtin_ctz(more);
         more &= more - 1;
         const uint32_t gl = lane_g[lane];
-        const uint32_t* e = claims.entries;
+        const FiledClaim* e = claims.entries;
         bool h = false;
         for (uint32_t j = lane_lo[lane] + 1; j < lane_lo[lane] + lane_len[lane];
              ++j) {
-          h |= gl - e[2 * j] <= e[2 * j + 1];
+          h |= gl - e[j].first <= e[j].width;
         }
         hit |= static_cast<__mmask16>(h) << lane;
       } while (more != 0);

@@ -17,16 +17,22 @@
 
 namespace exposure_filter {
 
+// A filed code: the hashes it claims, those whose top 32 bits (their
+// 2^32-hash granule) lie in [first, first + width] (a check is one
+// unsigned compare, no fingerprint to compute; exact since b <= 32).
+struct FiledClaim {
+  uint32_t first;
+  uint32_t width;
+};
+
 // The filed codes, as ClaimIndex lays them out: bucket x = granule >>
 // shift holds entries [start[x], start[x + 1]); `entries` holds one
 // readable padding entry past the last bucket's (a probe of an empty last
-// bucket reads it, masked off by the bucket's length 0). An entry is two
-// 32-bit words: the first granule of the code's claim and the claim's
-// width (granules first .. first + width).
+// bucket reads it, masked off by the bucket's length 0).
 struct FiledClaims {
   const uint32_t* start;
-  const uint32_t* entries;  // first, width, first, width, ...
-  int shift;                // 32 - bucket bits
+  const FiledClaim* entries;
+  int shift;  // 32 - bucket bits
 };
 
 using ClaimProbeFn = void (*)(const FiledClaims& claims, const uint64_t* hashes,
