@@ -91,21 +91,24 @@ class FieldSummer {
 };
 
 // ORs `len` bits of `src` from bit `src_pos` into `dst` from bit `dst_pos`
-// (those destination bits zero), 64 at a time: a shifted word copy,
-// (w >> s) | (next << (64 - s)) on the read side (Peek64) and the write
-// split over at most two words. Reads the word after the one holding the
-// last source bit (Peek64's contract).
+// (those destination bits zero): the bits up to the destination's next word
+// boundary, then whole destination words, each one Peek64 of the source
+// ((w >> s) | (next << (64 - s))) and one OR, then the last partial word.
+// Writes only the destination words that hold copied bits. Reads the word
+// after the one holding the last source bit (Peek64's contract).
 inline void OrBits(const uint64_t* src, uint64_t src_pos, uint64_t len,
                    uint64_t* dst, uint64_t dst_pos) {
-  for (uint64_t done = 0; done < len; done += 64) {
-    const uint64_t n = std::min<uint64_t>(64, len - done);
-    uint64_t v = Peek64(src, src_pos + done);
-    if (n < 64) v &= (uint64_t{1} << n) - 1;
-    const uint64_t pos = dst_pos + done;
-    const unsigned shift = pos & 63;
-    dst[pos >> 6] |= v << shift;
-    if (shift != 0 && shift + n > 64) dst[(pos >> 6) + 1] |= v >> (64 - shift);
-  }
+  if (len == 0) return;
+  uint64_t* d = dst + (dst_pos >> 6);
+  const unsigned shift = dst_pos & 63;
+  const uint64_t head = std::min<uint64_t>(len, 64 - shift);
+  uint64_t v = Peek64(src, src_pos);
+  if (head < 64) v &= (uint64_t{1} << head) - 1;
+  *d++ |= v << shift;
+  src_pos += head;
+  len -= head;
+  for (; len >= 64; len -= 64, src_pos += 64) *d++ |= Peek64(src, src_pos);
+  if (len != 0) *d |= Peek64(src, src_pos) & ((uint64_t{1} << len) - 1);
 }
 
 }  // namespace exposure_filter

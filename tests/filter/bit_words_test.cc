@@ -1,8 +1,8 @@
-// FieldSummer (src/filter/bit_words.h): the sum of consecutive k-bit fields
-// equals the sum read field by field, for every k (the multiply's slots and
-// the pairwise adds), any alignment and counts across many peeks, with
-// every bit set as often as not (the largest sums are where slots could
-// carry).
+// bit_words.h. FieldSummer: the sum of consecutive k-bit fields equals the
+// sum read field by field, for every k (the multiply's slots and the
+// pairwise adds), any alignment and counts across many peeks, with every bit
+// set as often as not (the largest sums are where slots could carry).
+// OrBits: the copy, bit for bit.
 #include "src/filter/bit_words.h"
 
 #include <cstdint>
@@ -40,6 +40,36 @@ TEST(FieldSummerTest, SumsTheFieldsForEveryK) {
         want += FieldAt(words, pos + uint64_t{i} * k, k);
       ASSERT_EQ(summer.Sum(words.data(), pos, c), want)
           << "k=" << k << " pos=" << pos << " c=" << c;
+    }
+  }
+}
+
+// OrBits copies exactly the source's bits into the zero destination bits
+// and leaves every other destination bit as it was, for any two alignments
+// and lengths from none to several words.
+TEST(OrBitsTest, CopiesTheBitsAndNothingElse) {
+  std::mt19937_64 rng(64);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const uint64_t len = rng() % 400;
+    const uint64_t src_pos = rng() % 130, dst_pos = rng() % 130;
+    std::vector<uint64_t> src((src_pos + len + 63) / 64 + 2);
+    for (uint64_t& w : src) w = rng();
+    std::vector<uint64_t> dst((dst_pos + len + 63) / 64 + 2);
+    for (uint64_t& w : dst) w = rng();
+    auto bit = [](const std::vector<uint64_t>& w, uint64_t i) {
+      return (w[i >> 6] >> (i & 63)) & 1;
+    };
+    for (uint64_t i = dst_pos; i < dst_pos + len; ++i) {
+      dst[i >> 6] &= ~(uint64_t{1} << (i & 63));
+    }
+    const std::vector<uint64_t> before = dst;
+    OrBits(src.data(), src_pos, len, dst.data(), dst_pos);
+    for (uint64_t i = 0; i < dst.size() * 64; ++i) {
+      const bool inside = i >= dst_pos && i < dst_pos + len;
+      ASSERT_EQ(bit(dst, i),
+                inside ? bit(src, src_pos + (i - dst_pos)) : bit(before, i))
+          << "len=" << len << " src_pos=" << src_pos << " dst_pos=" << dst_pos
+          << " bit " << i;
     }
   }
 }
