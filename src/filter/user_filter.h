@@ -71,6 +71,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -265,8 +266,13 @@ class UserFilter {
     // size-biased towards the wider ones: n / U underestimates the rate by
     // up to U / 2^b, so F uses the exact weight.
     uint64_t weight = 0;
+    // weight * 2^-precision: std::ldexp's value (the power of two is exact
+    // and normal, so is the product of it and an integer below 2^53),
+    // built from its exponent bits instead of a libm call (F is summed over
+    // every run several times per write).
     double fp() const {
-      return std::ldexp(static_cast<double>(weight), -precision);
+      return static_cast<double>(weight) *
+             absl::bit_cast<double>(uint64_t{1023u - precision} << 52);
     }
     // The tables' differences to the model as Decode read them (zigzag k,
     // weight and payload bits: user_filter_layout.cc): Rebuild writes them back
