@@ -49,28 +49,40 @@ ABSL_ATTRIBUTE_NOINLINE void LocateDense(const FingerprintRunView& run,
   if (m == 0) return;
   uint64_t rem_pos = run.bit_offset();
   uint64_t unary_pos = rem_pos + uint64_t{n} * k;
-  uint64_t word = unary_pos >> 6;
-  uint64_t bits = n == 0 ? 0 : words[word] & (~uint64_t{0} << (unary_pos & 63));
   uint64_t next = 0;
   size_t j = 0;
   uint64_t x = sorted_fps[0];  // the next addition to place
-  for (uint32_t idx = 0; idx < n; ++idx) {
-    while (bits == 0) bits = words[++word];
-    const uint64_t one = (word << 6) + absl::countr_zero(bits);
-    bits &= bits - 1;
-    const uint64_t q = one - unary_pos;
-    const uint64_t f = next + ((q << k) | RemainderAt(words, rem_pos, mask));
-    if (ABSL_PREDICT_FALSE(f >= x)) {
-      do {
-        out[j] = {idx, static_cast<uint32_t>(f), static_cast<uint32_t>(q), next,
-                  unary_pos};
-        if (++j == m) return;
-        x = sorted_fps[j];
-      } while (x <= f);
+  // Word by word, each word's ones masked to the unary stream [unary_pos,
+  // end): then its n ones are exactly the run's codes, and the loop needs
+  // no count of them.
+  const uint64_t end = run.bit_offset() + run.payload_bits();
+  const uint64_t last_word = n == 0 ? 0 : (end - 1) >> 6;
+  uint32_t idx = 0;
+  for (uint64_t word = unary_pos >> 6; n != 0 && word <= last_word; ++word) {
+    uint64_t bits = words[word];
+    if (word == unary_pos >> 6) bits &= ~uint64_t{0} << (unary_pos & 63);
+    if (word == last_word && (end & 63) != 0) {
+      bits &= (uint64_t{1} << (end & 63)) - 1;
     }
-    rem_pos += k;
-    unary_pos = one + 1;
-    next = f + 1;
+    const uint64_t word_bit = word << 6;
+    while (bits != 0) {
+      const uint64_t one = word_bit + absl::countr_zero(bits);
+      bits &= bits - 1;
+      const uint64_t q = one - unary_pos;
+      const uint64_t f = next + ((q << k) | RemainderAt(words, rem_pos, mask));
+      if (ABSL_PREDICT_FALSE(f >= x)) {
+        do {
+          out[j] = {idx, static_cast<uint32_t>(f), static_cast<uint32_t>(q),
+                    next, unary_pos};
+          if (++j == m) return;
+          x = sorted_fps[j];
+        } while (x <= f);
+      }
+      rem_pos += k;
+      unary_pos = one + 1;
+      next = f + 1;
+      ++idx;
+    }
   }
   for (; j < m; ++j) out[j] = {n, 0, 0, next, unary_pos};
 }
