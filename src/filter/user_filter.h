@@ -53,8 +53,12 @@
 // into the sealed one) and in ToParts (snapshots and GetFilter never see a
 // tail). Unchanged runs before the changed one are copied word by word.
 // Still O(run) per write: finding which items are new walks every run of
-// the slice (LocateInRun: a tight decode, or a word of codes at a time for
-// few items against a long run), and the allocation is rebuilt (a copy).
+// the slice (LocateInRun: a tight decode, or, from 32 codes per item, a
+// word of codes at a time, decoding only up to each item's point), and the
+// allocation is rebuilt (a copy). The feed loop's writes (20 items into a
+// slice of ~300-1,900 codes in two open runs) walk ~1,075 codes and cost
+// ~60,000 instructions each, the walk ~41% of them (docs/performance.md,
+// "RecordExposure": filter_bench BM_RecordFeedWrites under callgrind).
 //
 // Thread-compatibility: const methods may run concurrently; mutation needs
 // exclusive access (the store's shard lock provides it). Touch() is the one
