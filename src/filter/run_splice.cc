@@ -56,11 +56,12 @@ ABSL_ATTRIBUTE_NOINLINE void LocateDense(const FingerprintRunView& run,
   // end): then its n ones are exactly the run's codes, and the loop needs
   // no count of them.
   const uint64_t end = run.bit_offset() + run.payload_bits();
+  const uint64_t first_word = unary_pos >> 6;
   const uint64_t last_word = n == 0 ? 0 : (end - 1) >> 6;
   uint32_t idx = 0;
-  for (uint64_t word = unary_pos >> 6; n != 0 && word <= last_word; ++word) {
+  for (uint64_t word = first_word; n != 0 && word <= last_word; ++word) {
     uint64_t bits = words[word];
-    if (word == unary_pos >> 6) bits &= ~uint64_t{0} << (unary_pos & 63);
+    if (word == first_word) bits &= ~uint64_t{0} << (unary_pos & 63);
     if (word == last_word && (end & 63) != 0) {
       bits &= (uint64_t{1} << (end & 63)) - 1;
     }
