@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "exposure_filter/item_hash.h"
 #include "src/filter/item_hash_batch.h"
 #include "src/filter/probe_kernel.h"
@@ -261,6 +262,73 @@ void BM_RecordBatch(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RecordBatch)->Arg(1)->Arg(2);
+
+// The feed loop's writes (bench/loadgen/feed_loop.cc): each user preloaded
+// with 2,000 items at 7 event times over 28 days (the loop's preload, ~286
+// items per time, so the current slice starts with ~286), then sessions of
+// kFeedSessionRequests requests of 20 fresh items at "now", kFeedGroup
+// users' sessions interleaved as one writer call batches them. After
+// kFeedSessions sessions a user's current slice holds ~1,900 codes: the
+// writes see slices of ~300-1,900. The iterations are exactly that cycle of
+// every user, so runs are comparable (and callgrind counts the same writes:
+// RecordFeedWrite, below).
+constexpr int kFeedUsers = 20;
+constexpr int kFeedGroup = 5;
+constexpr int kFeedSessionRequests = 10;
+constexpr int kFeedSessions = 8;
+constexpr int kFeedItemsPerRequest = 20;
+constexpr int kFeedWritesPerCycle =
+    kFeedUsers * kFeedSessions * kFeedSessionRequests;
+// Mid-slice (the 5-day grid has a boundary at kNow): the preload's newest
+// time lands in the current slice, its second newest in the one before.
+constexpr int64_t kFeedNow = kNow + 5 * kDay / 2;
+
+void PreloadFeedUser(const FilterPolicy& policy, uint64_t seed, UserFilter* f) {
+  constexpr int kTimes = 7;
+  constexpr int64_t kStep = 28 * kDay / kTimes;
+  const std::vector<uint64_t> items = RandomHashes(2000, seed);
+  *f = UserFilter();
+  for (int g = kTimes - 1; g >= 0; --g) {
+    std::vector<uint64_t> batch;
+    for (size_t j = g; j < items.size(); j += kTimes) batch.push_back(items[j]);
+    f->Record(policy, batch, kFeedNow - g * kStep - 1000);
+  }
+}
+
+// One request's write, kept out of line so that callgrind can count exactly
+// the timed work: valgrind --tool=callgrind --collect-atstart=no
+// --toggle-collect='*RecordFeedWrite*' (docs/performance.md).
+ABSL_ATTRIBUTE_NOINLINE uint64_t RecordFeedWrite(const FilterPolicy& policy,
+                                                 UserFilter& f,
+                                                 const uint64_t* items,
+                                                 int64_t event_ms) {
+  return f.Record(policy, {items, kFeedItemsPerRequest}, event_ms);
+}
+
+void BM_RecordFeedWrites(benchmark::State& state) {
+  const FilterPolicy policy = *FilterPolicy::Create({});
+  std::vector<UserFilter> users(kFeedUsers);
+  for (int u = 0; u < kFeedUsers; ++u)
+    PreloadFeedUser(policy, 1000 + u, &users[u]);
+  const std::vector<uint64_t> fresh =
+      RandomHashes(size_t{kFeedWritesPerCycle} * kFeedItemsPerRequest, 7);
+  int64_t w = 0;
+  uint64_t added = 0;
+  for (auto _ : state) {
+    // w = ((round * groups + group) * requests + request) * kFeedGroup + user
+    const int64_t in_group = w % kFeedGroup;
+    const int64_t group =
+        w / (kFeedGroup * kFeedSessionRequests) % (kFeedUsers / kFeedGroup);
+    UserFilter& f = users[group * kFeedGroup + in_group];
+    added += RecordFeedWrite(policy, f, fresh.data() + w * kFeedItemsPerRequest,
+                             kFeedNow + w);
+    ++w;
+  }
+  state.counters["added_per_write"] =
+      static_cast<double>(added) / static_cast<double>(w);
+  state.SetItemsProcessed(state.iterations() * kFeedItemsPerRequest);
+}
+BENCHMARK(BM_RecordFeedWrites)->Iterations(kFeedWritesPerCycle);
 
 // Bytes per user (filter heap, excluding the store's map entry, which
 // GetUserStats adds: ~100 B) at range(0) items spread over the 7 slices of

@@ -7,6 +7,7 @@
 // by bloom_math.h for the same n and eps.
 // BM_Batch*: ns per candidate of a 5,000-candidate FilterRecalled-shaped
 // batch against one run / one segment.
+// BM_LocateInRun: a write's claimed-check walk of one run (ns per code).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "src/filter/claim_index.h"
 #include "src/filter/fingerprint_run.h"
 #include "src/filter/probe_kernel.h"
+#include "src/filter/run_splice.h"
 
 namespace exposure_filter {
 namespace {
@@ -358,6 +360,41 @@ void BM_RemoveClaimedByRuns(benchmark::State& state) {
   state.SetLabel(user.label);
 }
 BENCHMARK(BM_RemoveClaimedByRuns)->Arg(0)->Arg(333)->Arg(2000)->Arg(20000);
+
+// Record's "already claimed?" walk of one run (LocateInRun, run_splice.h):
+// range(1) sorted fingerprints (a write's items) against a run of range(0)
+// codes at b = 19 (the feed loop's first open run) or b = 27 (its second),
+// range(2). Below 32 codes per item the walk decodes code by code, above
+// it passes over whole words of codes.
+void BM_LocateInRun(benchmark::State& state) {
+  const uint32_t n = static_cast<uint32_t>(state.range(0));
+  const size_t m = static_cast<size_t>(state.range(1));
+  const int b = static_cast<int>(state.range(2));
+  const uint64_t u = uint64_t{1} << b;
+  std::mt19937_64 rng(5);
+  std::vector<uint32_t> fps(n);
+  for (uint32_t& f : fps) f = static_cast<uint32_t>(rng() % u);
+  const FingerprintRun run = *FingerprintRun::FromFingerprints(fps, b, u);
+  // Query sets cycled so that the branch predictor cannot learn one.
+  constexpr size_t kSets = 64;
+  std::vector<std::vector<uint32_t>> queries(kSets, std::vector<uint32_t>(m));
+  for (auto& q : queries) {
+    for (uint32_t& x : q) x = static_cast<uint32_t>(rng() % u);
+    std::sort(q.begin(), q.end());
+  }
+  std::vector<SplicePoint> at(m);
+  size_t i = 0;
+  for (auto _ : state) {
+    LocateInRun(run.view(), queries[i++ % kSets], at.data());
+    benchmark::DoNotOptimize(at.data());
+  }
+  state.counters["ns_per_code"] =
+      benchmark::Counter(static_cast<double>(run.count()) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate |
+                             benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_LocateInRun)
+    ->ArgsProduct({{300, 600, 1000, 2000}, {20}, {19, 27}});
 
 }  // namespace
 }  // namespace exposure_filter

@@ -16,7 +16,11 @@ double ModelRiceBits(uint64_t n, uint64_t u, int k) {
   const double nd = static_cast<double>(n);
   const double mean = static_cast<double>(u - n) / nd;
   double bits = nd * (k + 1);
-  if (mean > 0) bits += nd / std::expm1(std::ldexp(1.0, k) / mean);
+  // 2^k as an integer's double (exact, k <= 31): std::ldexp's value
+  // without the libm call, as below.
+  if (mean > 0) {
+    bits += nd / std::expm1(static_cast<double>(uint64_t{1} << k) / mean);
+  }
   return bits;
 }
 int64_t ExpectedRiceBits(uint64_t n, uint64_t u, int k) {
@@ -41,8 +45,9 @@ int CanonicalRiceK(uint64_t n, uint64_t u) {
       static_cast<double>(u - n) / static_cast<double>(n) * kLnPhi;
   if (mu_ln_phi <= 1) return 0;
   // ilogb = floor(log2), exact; k = ceil(log2(mu ln phi)).
+  // mu ln phi < 2^32 (u <= 2^32): 0 <= k <= 31, 2^k an exact double.
   int k = std::ilogb(mu_ln_phi);
-  if (std::ldexp(1.0, k) < mu_ln_phi) ++k;
+  if (static_cast<double>(uint64_t{1} << k) < mu_ln_phi) ++k;
   return std::min(k, 31);
 }
 

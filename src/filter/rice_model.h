@@ -11,7 +11,7 @@
 namespace exposure_filter {
 
 // Expected Rice code length in bits of n distinct fingerprints uniform in
-// [0, u) at parameter k.
+// [0, u) at parameter k (0 <= k <= 31, a run's k).
 double ModelRiceBits(uint64_t n, uint64_t u, int k);
 // ModelRiceBits rounded to the nearest integer.
 int64_t ExpectedRiceBits(uint64_t n, uint64_t u, int k);

@@ -53,8 +53,12 @@
 // into the sealed one) and in ToParts (snapshots and GetFilter never see a
 // tail). Unchanged runs before the changed one are copied word by word.
 // Still O(run) per write: finding which items are new walks every run of
-// the slice (LocateInRun: a tight decode, or a word of codes at a time for
-// few items against a long run), and the allocation is rebuilt (a copy).
+// the slice (LocateInRun: a tight decode, or, from 32 codes per item, a
+// word of codes at a time, decoding only up to each item's point), and the
+// allocation is rebuilt (a copy). The feed loop's writes (20 items into a
+// slice of ~300-1,900 codes in two open runs) walk ~1,075 codes and cost
+// ~60,000 instructions each, the walk ~41% of them (docs/performance.md,
+// "RecordExposure": filter_bench BM_RecordFeedWrites under callgrind).
 //
 // Thread-compatibility: const methods may run concurrently; mutation needs
 // exclusive access (the store's shard lock provides it). Touch() is the one
@@ -71,6 +75,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -265,8 +270,13 @@ class UserFilter {
     // size-biased towards the wider ones: n / U underestimates the rate by
     // up to U / 2^b, so F uses the exact weight.
     uint64_t weight = 0;
+    // weight * 2^-precision: std::ldexp's value (the power of two is exact
+    // and normal, so is the product of it and an integer below 2^53),
+    // built from its exponent bits instead of a libm call (F is summed over
+    // every run several times per write).
     double fp() const {
-      return std::ldexp(static_cast<double>(weight), -precision);
+      return static_cast<double>(weight) *
+             absl::bit_cast<double>(uint64_t{1023u - precision} << 52);
     }
     // The tables' differences to the model as Decode read them (zigzag k,
     // weight and payload bits: user_filter_layout.cc): Rebuild writes them back

@@ -181,7 +181,8 @@ uint64_t UserFilter::Record(const FilterPolicy& policy,
   // goes into the nearest newer slice, which outlives its own: remembered a
   // little longer, never shorter (docs/reliability.md).
   {
-    std::vector<int64_t> indices;
+    // Inline: a live filter holds at most FilterPolicy::kMaxLiveSlices + 1.
+    absl::InlinedVector<int64_t, 16> indices;
     for (const SliceMeta& s : t.slices) indices.push_back(s.index);
     if (old != nullptr) {
       for (const BloomSlices::Slice& s : old->slices()) {

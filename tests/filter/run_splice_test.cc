@@ -167,39 +167,74 @@ TEST(RunSpliceTest, SplicedCodeIsTheUnionsCodeBitForBit) {
 }
 
 // LocateInRun's points claim exactly the run's members (Record's
-// claimed-check of the open run), for queries dense and sparse against the
-// run (code by code, and passing over whole words).
+// claimed-check), and every field of them is the point read off the
+// fingerprints themselves: index = codes below x, and the code's gap, its
+// unary part's start and the fingerprint before it. Few queries against long
+// runs take the word skips (whose bounds must ignore the noise around the
+// payload), many take the decode; queries sit on members, next to them, past
+// the last and in long gaps, at any k.
 TEST(RunSpliceTest, LocateClaimsExactlyTheMembers) {
-  std::mt19937_64 rng(15);
-  for (int trial = 0; trial < 600; ++trial) {
-    const int b = 8 + static_cast<int>(rng() % 25);
+  std::mt19937_64 rng(20261129);
+  int sparse = 0;
+  for (int trial = 0; trial < 800; ++trial) {
+    const int b = 6 + static_cast<int>(rng() % 27);
     const uint64_t u = uint64_t{1} << b;
-    const uint64_t n = rng() % std::min<uint64_t>(5001, u / 2);
+    const uint64_t n = rng() % std::min<uint64_t>(6001, u / 2);
     const std::vector<uint32_t> run = Sample(rng, n, u);
-    const int k = CanonicalRiceK(n == 0 ? 1 : n, u);
+    const int canonical = CanonicalRiceK(n == 0 ? 1 : n, u);
+    const int k = rng() % 4 == 0 ? static_cast<int>(rng() % 32) : canonical;
     const RiceCode code = RiceCode::At(run, k);
     const uint64_t offset = rng() % 128;
     const std::vector<uint64_t> src = Embed(rng, run, code, offset);
     const FingerprintRunView view(src.data(), offset, static_cast<uint32_t>(n),
                                   u, b, k, static_cast<uint32_t>(code.bits));
-    // Queries: members and non-members, duplicates allowed, ascending.
-    std::vector<uint32_t> q(1 + rng() % (trial % 2 ? 20 : 400));
+    // Where each code's unary part starts; [n]: the payload's end.
+    std::vector<uint64_t> unary(n + 1, offset + n * k);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t d = run[i] - (i == 0 ? 0 : uint64_t{run[i - 1]} + 1);
+      unary[i + 1] = unary[i] + (d >> k) + 1;
+    }
+    ASSERT_EQ(unary[n], offset + code.bits);
+    std::vector<uint32_t> q(1 + rng() % (trial % 3 == 0 ? 400 : 20));
     for (uint32_t& x : q) {
-      x = !run.empty() && rng() % 2 ? run[rng() % run.size()]
-                                    : static_cast<uint32_t>(rng() % u);
+      const uint64_t near =
+          run.empty() ? rng() % u : uint64_t{run[rng() % run.size()]};
+      switch (rng() % 4) {
+        case 0:
+          x = static_cast<uint32_t>(near);
+          break;
+        case 1:
+          x = static_cast<uint32_t>(std::min(u - 1, near + 1));
+          break;
+        case 2:
+          x = static_cast<uint32_t>(near == 0 ? 0 : near - 1);
+          break;
+        default:
+          x = static_cast<uint32_t>(rng() % u);
+      }
     }
     std::sort(q.begin(), q.end());
+    sparse += n > q.size() * 64;
     std::vector<SplicePoint> at(q.size());
     LocateInRun(view, q, at.data());
     for (size_t j = 0; j < q.size(); ++j) {
-      const bool member = std::binary_search(run.begin(), run.end(), q[j]);
-      ASSERT_EQ(at[j].Claims(static_cast<uint32_t>(n), q[j]), member)
+      const size_t i =
+          std::lower_bound(run.begin(), run.end(), q[j]) - run.begin();
+      const uint64_t prev_next = i == 0 ? 0 : uint64_t{run[i - 1]} + 1;
+      const SplicePoint& p = at[j];
+      ASSERT_EQ(p.Claims(static_cast<uint32_t>(n), q[j]),
+                std::binary_search(run.begin(), run.end(), q[j]))
           << "n=" << n << " b=" << b << " x=" << q[j];
-      // index = how many codes are below x.
-      ASSERT_EQ(at[j].index,
-                std::lower_bound(run.begin(), run.end(), q[j]) - run.begin());
+      ASSERT_EQ(p.index, i) << "n=" << n << " k=" << k << " x=" << q[j];
+      ASSERT_EQ(p.prev_next, prev_next) << "n=" << n << " x=" << q[j];
+      ASSERT_EQ(p.unary_pos, unary[i]) << "n=" << n << " x=" << q[j];
+      ASSERT_EQ(p.at_fp, i < n ? run[i] : 0) << "n=" << n << " x=" << q[j];
+      ASSERT_EQ(p.at_q, i < n ? (run[i] - prev_next) >> k : 0)
+          << "n=" << n << " x=" << q[j];
     }
   }
+  // The word-skipping walk was exercised.
+  EXPECT_GT(sparse, 300);
 }
 
 }  // namespace

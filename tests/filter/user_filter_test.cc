@@ -49,6 +49,23 @@ void ReplayChecked(UserFilter& f, const FilterPolicy& p,
   }
 }
 
+// A run's share of F is weight * 2^-precision exactly as std::ldexp gives
+// it (fp() builds the power of two from its exponent bits): F's sums, and
+// with them every budget decision, are unchanged bit for bit.
+TEST(UserFilterTest, RunFpIsTheLdexpOfItsWeight) {
+  std::mt19937_64 rng(7);
+  for (int b = 1; b <= 32; ++b) {
+    for (int i = 0; i < 1000; ++i) {
+      UserFilter::RunMeta r;
+      r.precision = static_cast<uint8_t>(b);
+      r.weight = i == 0 ? 0 : rng() >> (rng() % 64);
+      r.weight &= (uint64_t{1} << 40) - 1;
+      const double want = std::ldexp(static_cast<double>(r.weight), -b);
+      ASSERT_EQ(r.fp(), want) << "b=" << b << " weight=" << r.weight;
+    }
+  }
+}
+
 TEST(UserFilterTest, EveryPatternHasNoFalseNegativesAndBoundedF) {
   const FilterPolicy p = DefaultPolicy();
   for (Pattern pattern : kAllPatterns) {
