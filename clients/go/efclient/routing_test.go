@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -444,5 +446,99 @@ func TestFilterCacheRevalidatesAndIsBoundedByBytes(t *testing.T) {
 	}
 	if s := cache.Stats(); s.Users != 1 || s.Errors != 1 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// One routing client and one filter cache shared by goroutines: reads
+// with remembered offsets while writes record more (past MaxTokenUsers,
+// so they fold), R adopted from an owner hint meanwhile, filters pulled
+// and revalidated through a cache that evicts, Stats read throughout. The
+// race detector (go_client_race) is what this test is for.
+func TestSharedByGoroutines(t *testing.T) {
+	fakes, conns := cluster(t, 3)
+	tiny, multi := goldenFilter(t, "tiny"), goldenFilter(t, "multi_slice")
+	tinyView, _ := filterview.Parse(tiny)
+	multiView, _ := filterview.Parse(multi)
+	var offset atomic.Int64
+	var hinted_ atomic.Bool
+	for i, f := range fakes {
+		i := i
+		f.answer = func(method string, m proto.Message) (proto.Message, error) {
+			switch method {
+			case "RecordExposure":
+				written := map[int32]int64{}
+				for _, e := range m.(*pb.RecordExposureRequest).Exposures {
+					written[int32(partitioning.PartitionForKey([]byte(e.UserId), 12))] = offset.Add(1)
+				}
+				return &pb.RecordExposureResponse{ItemsRecorded: 1, WrittenOffsets: written}, nil
+			case "GetFilter":
+				r := m.(*pb.GetFilterRequest)
+				data, v := tiny, tinyView.Version()
+				if r.UserId == "big" {
+					data, v = multi, multiView.Version()
+				}
+				if r.IfVersion == v {
+					return &pb.GetFilterResponse{Version: v, NotModified: true}, nil
+				}
+				return &pb.GetFilterResponse{Filter: data, Version: v}, nil
+			}
+			// The first read: the servers run with R = 2.
+			if hinted_.CompareAndSwap(false, true) {
+				return nil, hinted{status.Error(codes.FailedPrecondition, "not my user"),
+					fmt.Sprintf("ordinal=%d;partition=0;partitions=12;replicas=3;self=%d;replication_factor=2", i, i)}
+			}
+			return nil, nil
+		}
+	}
+	rc, err := NewRoutingClient(conns, RoutingOptions{Partitions: 12, ReadYourWrites: true, MaxTokenUsers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := NewFilterCache(rc, tinyView.SizeBytes()+multiView.SizeBytes()-1)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 4; g++ {
+		g := g
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				user := "user-" + string(rune('a'+(g+i)%8))
+				var err error
+				switch i % 4 {
+				case 0:
+					err = rc.RecordExposure(ctx, &pb.RecordExposureRequest{Surface: "s",
+						Exposures: []*pb.Exposure{{UserId: user, ItemIds: []uint64{uint64(i)}}}}).Err()
+				case 1:
+					_, err = rc.FilterRecalled(ctx, &pb.FilterRecalledRequest{Surface: "s", UserId: user, CandidateIds: []uint64{1}})
+				case 2:
+					// Two users, not both held: revalidated or evicted.
+					user = "small"
+					if (g+i)%3 == 0 {
+						user = "big"
+					}
+					_, err = cache.Get(ctx, "s", user)
+				case 3:
+					_, _ = rc.Stats(), cache.Stats()
+					_ = rc.OwnersForUser(user)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if rc.ReplicationFactor() != 2 || rc.Stats().PlacementUpdates != 1 || rc.Stats().ReadsWithOffsets == 0 {
+		t.Errorf("R %d, stats %+v", rc.ReplicationFactor(), rc.Stats())
+	}
+	if s := cache.Stats(); s.Evictions == 0 || s.NotModified == 0 {
+		t.Errorf("cache stats %+v", s)
 	}
 }

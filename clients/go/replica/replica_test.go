@@ -74,11 +74,17 @@ type scripted struct {
 	unsubs               []*pb.SessionUnsubscribe
 	filters, unary, pong int
 	send                 func(*pb.SessionResponse)
+	// The sequence a user's snapshot is at (the base snapshot's unless
+	// set): the last push sent, so later pushes follow it.
+	sequences map[string]uint64
 }
 
 func (s *scripted) snapshot(sub *pb.SessionSubscribe, id uint64) *pb.SessionResponse {
 	snap := proto.Clone(s.base).(*pb.SessionSnapshot)
 	snap.Surface, snap.UserId, snap.ServerTimeMs = sub.GetSurface(), sub.GetUserId(), s.clockMs
+	if seq, ok := s.sequences[sub.GetUserId()]; ok {
+		snap.Sequence = seq
+	}
 	return &pb.SessionResponse{RequestId: id, Kind: &pb.SessionResponse_Snapshot{Snapshot: snap}}
 }
 
@@ -517,4 +523,108 @@ func TestAUserEvictedBeforeItsSnapshotLeavesNothingInFlight(t *testing.T) {
 			t.Fatalf("stats %+v, want u1 evicted", st)
 		}
 	})
+}
+
+// One replica shared by goroutines, as a service uses it: checks of shared
+// and own users, Sync, Stats, Forget and Reconnect at once, while the
+// server pushes (gaps and compactions resubscribe, a large push evicts).
+// Answers may come from any path; none may fail, and item 100 (in no
+// snapshot, never pushed) is always kept. The race detector
+// (go_client_race) is what this test is for.
+func TestSharedByGoroutines(t *testing.T) {
+	s, r := start(t, Options{MaxBytes: 1 << 20, CompactAfterItems: 64, MaxStaleness: relaxed.MaxStaleness},
+		func(s *scripted) { s.sequences = map[string]uint64{} })
+	users := []string{"u0", "u1", "u2", "u3"}
+	for _, u := range users {
+		check(t, r, u, ids, []bool{false, false, false, true, true}, Local)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	run := func(f func(i int) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := f(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		own := "own" + string(rune('a'+g))
+		run(func(i int) error {
+			u := users[i%len(users)]
+			if i%3 == 0 {
+				u = own
+			}
+			keep, _, err := r.CheckPath(ctx, "homefeed", u, ids, nil)
+			if err != nil {
+				return err
+			}
+			if !keep[4] {
+				return status.Errorf(codes.Internal, "check of %s: item 100 not kept: %v", u, keep)
+			}
+			if i%50 == 49 {
+				r.Forget("homefeed", own)
+			}
+			return nil
+		})
+	}
+	run(func(i int) error {
+		// Unavailable while the stream is being replaced.
+		if err := r.Sync(ctx); err != nil && status.Code(err) != codes.Unavailable {
+			return err
+		}
+		_ = r.Stats()
+		time.Sleep(time.Millisecond)
+		return nil
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		seq := map[string]uint64{}
+		for _, u := range users {
+			seq[u] = s.base.Sequence
+		}
+		for i := 0; i < 400; i++ {
+			u := users[i%len(users)]
+			seq[u]++
+			if i%37 == 36 {
+				seq[u]++ // one lost: a gap
+			}
+			n := uint64(8)
+			if i == 250 {
+				n = 30000 // past MaxBytes beside the others: evicts
+			}
+			items := make([]uint64, n)
+			for j := range items {
+				items[j] = 1000 + uint64(i)*100000 + uint64(j)
+			}
+			// Snapshots from now on are at this push: the next ones follow
+			// them (a snapshot read before it makes it a gap, still).
+			s.set(func(s *scripted) { s.sequences[u] = seq[u] })
+			s.push(push(u, seq[u], t0, items...))
+			if i%100 == 99 {
+				r.Reconnect()
+			}
+			time.Sleep(time.Millisecond)
+		}
+		close(done)
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if st := r.Stats(); st.Reconnects < 4 || st.Pushes == 0 || st.LocalChecks == 0 {
+		t.Errorf("stats %+v", st)
+	}
 }
