@@ -7,9 +7,6 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define EF_HAVE_X86_64 1
-#else
-#define EF_HAVE_X86_64 0
 #endif
 
 namespace exposure_filter {
@@ -36,7 +33,7 @@ void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
   }
 }
 
-#if EF_HAVE_X86_64
+#if defined(__x86_64__)
 
 // The portable loop's steps, 16 lanes at a time: the granules are the odd
 // 32-bit words of 16 hashes (little-endian), the bucket's start and end and
@@ -117,7 +114,7 @@ bool ClaimProbeAvx512Preferred() {
   return ClaimProbeAvx512Supported() && __builtin_cpu_is("intel");
 }
 
-#else  // !EF_HAVE_X86_64
+#else  // !defined(__x86_64__)
 
 void ProbeClaimsAvx512(const FiledClaims& claims, const uint64_t* hashes,
                        size_t n, uint8_t* keep) {
@@ -128,7 +125,7 @@ bool ClaimProbeAvx512Supported() { return false; }
 
 bool ClaimProbeAvx512Preferred() { return false; }
 
-#endif  // EF_HAVE_X86_64
+#endif  // defined(__x86_64__)
 
 ClaimProbeFn ActiveClaimProbe() {
   static const ClaimProbeFn fn =
