@@ -10,6 +10,20 @@
 #endif
 
 namespace exposure_filter {
+namespace {
+
+// Whether one of the bucket's codes after its first, entries lo + 1 ..
+// lo + len - 1, claims granule g.
+inline bool RestClaims(const FiledClaim* entries, uint32_t lo, uint32_t len,
+                       uint32_t g) {
+  bool hit = false;
+  for (uint32_t j = lo + 1; j < lo + len; ++j) {
+    hit |= g - entries[j].first <= entries[j].width;
+  }
+  return hit;
+}
+
+}  // namespace
 
 void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
                          size_t n, uint8_t* keep) {
@@ -24,11 +38,7 @@ void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
     // bucket's / the padding when it is empty: masked by len), more only
     // for buckets holding two or more codes.
     bool hit = (len != 0) & (g - entries[lo].first <= entries[lo].width);
-    if (ABSL_PREDICT_FALSE(len > 1)) {
-      for (uint32_t j = lo + 1; j < lo + len; ++j) {
-        hit |= g - entries[j].first <= entries[j].width;
-      }
-    }
+    if (ABSL_PREDICT_FALSE(len > 1)) hit |= RestClaims(entries, lo, len, g);
     keep[i] &= static_cast<uint8_t>(!hit);
   }
 }
@@ -83,13 +93,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
       do {
         const int lane = __builtin_ctz(more);
         more &= more - 1;
-        const uint32_t gl = lane_g[lane];
-        const FiledClaim* e = claims.entries;
-        bool h = false;
-        for (uint32_t j = lane_lo[lane] + 1; j < lane_lo[lane] + lane_len[lane];
-             ++j) {
-          h |= gl - e[j].first <= e[j].width;
-        }
+        const bool h = RestClaims(claims.entries, lane_lo[lane], lane_len[lane],
+                                  lane_g[lane]);
         hit |= static_cast<__mmask16>(h) << lane;
       } while (more != 0);
     }
