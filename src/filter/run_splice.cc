@@ -126,6 +126,13 @@ void LocateInRun(const FingerprintRunView& run,
         k == 0 ? 0 : summer.Sum(words, rem_base + uint64_t{idx} * k, c);
     return next + (sum_q << k) + sum_r + c - 1;
   };
+  // Every code before `to` consumed, the last at fingerprint f with its
+  // unary one at bit `one`.
+  auto pass = [&](uint32_t to, uint64_t f, uint64_t one) {
+    idx = to;
+    next = f + 1;
+    unary_pos = one + 1;
+  };
   // Word `known_word`'s codes end at fingerprint known_f (code
   // known_idx - 1, unary one at known_last); >= the x that summed it.
   uint64_t known_word = ~uint64_t{0}, known_f = 0, known_last = 0;
@@ -138,9 +145,7 @@ void LocateInRun(const FingerprintRunView& run,
       if (peeked) {
         if (peek_f >= x) break;
         bits &= bits - 1;  // consume code idx
-        next = peek_f + 1;
-        unary_pos = peek_one + 1;
-        ++idx;
+        pass(idx + 1, peek_f, peek_one);
         peeked = false;
         continue;
       }
@@ -149,9 +154,7 @@ void LocateInRun(const FingerprintRunView& run,
       // The rest of the word, if its last fingerprint is below x.
       if (word == known_word) {
         if (known_f < x) {
-          next = known_f + 1;
-          idx = known_idx;
-          unary_pos = known_last + 1;
+          pass(known_idx, known_f, known_last);
           bits = 0;
           continue;
         }
@@ -161,9 +164,7 @@ void LocateInRun(const FingerprintRunView& run,
           const uint64_t last = (word << 6) + 63 - absl::countl_zero(bits);
           const uint64_t f_last = last_fp(c, last);
           if (f_last < x) {
-            next = f_last + 1;
-            idx += c;
-            unary_pos = last + 1;
+            pass(idx + c, f_last, last);
             bits = 0;
             continue;
           }
@@ -186,9 +187,7 @@ void LocateInRun(const FingerprintRunView& run,
           break;
         }
         bits &= bits - 1;
-        next = peek_f + 1;
-        unary_pos = peek_one + 1;
-        ++idx;
+        pass(idx + 1, peek_f, peek_one);
       }
     }
     SplicePoint& p = out[j];
