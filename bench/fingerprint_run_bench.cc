@@ -285,6 +285,10 @@ void BM_ClaimIndex(benchmark::State& state) {
   }
   state.counters["filings_per_code"] = static_cast<double>(index.filings()) /
                                        static_cast<double>(user.items.size());
+  // The cost model's inputs (claim_cost.h): codes n and buckets 2^E.
+  state.counters["codes"] = static_cast<double>(user.items.size());
+  state.counters["buckets"] = static_cast<double>(size_t{1}
+                                                  << index.bucket_bits());
   state.SetLabel(part == 0 ? "build" : part == 1 ? "probe 5,000" : "both");
 }
 BENCHMARK(BM_ClaimIndex)->ArgsProduct({{0, 333, 2000, 20000}, {0, 1, 2}});
@@ -336,6 +340,14 @@ void BM_ClaimBitmap(benchmark::State& state) {
     bitmap.RemoveClaimed(user.views, cands, keep.data());
     benchmark::DoNotOptimize(keep.data());
   }
+  // The cost model's inputs (claim_cost.h): codes n, non-empty runs R and
+  // passes p.
+  size_t nonempty = 0;
+  for (const FingerprintRunView& v : user.views) nonempty += v.count() != 0;
+  state.counters["codes"] = static_cast<double>(user.items.size());
+  state.counters["runs"] = static_cast<double>(nonempty);
+  state.counters["passes"] =
+      static_cast<double>(ClaimBitmap::Passes(user.views));
   state.SetLabel(user.label);
 }
 BENCHMARK(BM_ClaimBitmap)

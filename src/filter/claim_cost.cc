@@ -4,6 +4,7 @@
 
 #include "src/filter/claim_bitmap.h"
 #include "src/filter/claim_index.h"
+#include "src/filter/claim_probe.h"
 
 namespace exposure_filter {
 namespace {
@@ -15,7 +16,18 @@ constexpr uint64_t kBitmapPerPass = 10;   // per candidate and pass
 constexpr uint64_t kBitmapPerProbe = 13;  // per candidate and run
 constexpr uint64_t kIndexPerCode = 140;
 constexpr uint64_t kIndexPerBucket = 7;  // 0.75 ns, rounded down
+// The portable probe (also an index filed earlier, which later checks find
+// out of cache), and the vector kernel probing the index just built.
 constexpr uint64_t kIndexPerCandidate = 36;
+constexpr uint64_t kIndexPerCandidateVector = 15;
+
+// Per candidate, probing the index RemoveClaimedByRuns would build now.
+uint64_t BuiltIndexPerCandidate() {
+  static const uint64_t cost = ActiveClaimProbe() == &ProbeClaimsAvx512
+                                   ? kIndexPerCandidateVector
+                                   : kIndexPerCandidate;
+  return cost;
+}
 
 // ClaimBitmap's estimated cost for m candidates; max when it cannot take
 // the runs.
@@ -43,7 +55,7 @@ bool BitmapCheaperThanIndex(absl::Span<const FingerprintRunView> runs,
   const uint64_t index =
       kIndexPerCode * n +
       (kIndexPerBucket << ClaimIndex::BucketBits(static_cast<size_t>(n))) +
-      kIndexPerCandidate * uint64_t{m};
+      BuiltIndexPerCandidate() * uint64_t{m};
   return bitmap < index;
 }
 
