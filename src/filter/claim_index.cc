@@ -9,6 +9,11 @@
 #include "src/filter/claim_bitmap.h"
 #include "src/filter/claim_cost.h"
 #include "src/filter/claim_probe.h"
+#include "src/filter/probe_kernel.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace exposure_filter {
 namespace {
@@ -87,6 +92,48 @@ BuildScratch& ThreadBuildScratch() {
   return scratch;
 }
 
+// p[i] += p[i - 1] for i = 1 .. n - 1: the bucket counts into starts. A
+// loop-carried add per bucket, and Build makes ~7 buckets per code, so
+// the scan takes about as long as filing the codes did (~40% of a Build
+// in perf of the server's FilterRecalled): eight lanes a step on AVX2.
+void PrefixSumPortable(uint32_t* p, size_t n) {
+  for (size_t i = 1; i < n; ++i) p[i] += p[i - 1];
+}
+
+#if defined(__x86_64__)
+// Each 8-lane step: the two 128-bit halves scanned in place (shift by one
+// and two lanes and add), the low half's total added to the high half, and
+// the running total of the steps before added to all 8.
+__attribute__((target("avx2"))) void PrefixSumAvx2(uint32_t* p, size_t n) {
+  const __m256i last_lane = _mm256_set1_epi32(7);
+  const __m256i low_last = _mm256_set1_epi32(3);
+  __m256i carry = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
+    x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
+    // Lane 3 (the low half's total) into lanes 4..7 only.
+    const __m256i half = _mm256_blend_epi32(
+        _mm256_setzero_si256(), _mm256_permutevar8x32_epi32(x, low_last),
+        0xF0);
+    x = _mm256_add_epi32(_mm256_add_epi32(x, half), carry);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), x);
+    carry = _mm256_permutevar8x32_epi32(x, last_lane);
+  }
+  uint32_t total = i == 0 ? 0 : p[i - 1];
+  for (; i < n; ++i) p[i] = total += p[i];
+}
+#endif
+
+void PrefixSum(uint32_t* p, size_t n) {
+#if defined(__x86_64__)
+  static const bool avx2 = Avx2Supported() && !PortableKernelsForced();
+  if (avx2) return PrefixSumAvx2(p, n);
+#endif
+  PrefixSumPortable(p, n);
+}
+
 }  // namespace
 
 int ClaimIndex::BucketBits(size_t n) {
@@ -136,7 +183,7 @@ bool ClaimIndex::Build(absl::Span<const FingerprintRunView> runs) {
       for (uint32_t x = e.first >> shift; x <= last; ++x) ++count[x];
     }
   }
-  for (size_t j = 2; j < buckets + 2; ++j) start_[j] += start_[j - 1];
+  PrefixSum(start_.data() + 1, buckets + 1);
   filings_ = start_[buckets + 1];
   entries_.resize(filings_ + kPadding);
   // Scatter: bucket x's entries go to [start[x], start[x + 1]), with
