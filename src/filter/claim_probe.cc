@@ -51,6 +51,15 @@ void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
 // bucket holds more than one code check the rest one by one (a bucket holds
 // a quarter of a code on average, claim_index.h: 2.6% of the buckets a
 // random candidate lands in hold two or more, 22% of a claimed one's).
+// An index of 2^15 buckets or more (users of ~8,000 codes and up: 128 KB
+// of bucket starts and more) has its starts prefetched for the candidates
+// this far ahead: BM_ClaimIndexProbeAcrossUsers/20000/64, 5,000 candidates
+// against one of 64 such users in turn, median 14.2 -> 5.7 ns a candidate
+// (min 6.4 -> 4.9). Smaller indexes sit in cache or nearly: 2,000 codes
+// for one user 1.8 -> 2.3 ns with the prefetches, for 64 users even.
+constexpr size_t kPrefetchAhead = 64;
+constexpr int kPrefetchFromBucketBits = 15;
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
     const FiledClaims& claims, const uint64_t* hashes, size_t n,
     uint8_t* keep) {
@@ -69,8 +78,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
   const __m512i zero = _mm512_setzero_si512();
   constexpr __mmask16 kAll = 0xFFFF;
   alignas(64) uint32_t lane_g[16], lane_lo[16], lane_len[16];
+  alignas(64) uint32_t ahead[16];
+  const uint32_t* starts = claims.start;
+  const size_t prefetch_end =
+      32 - claims.shift >= kPrefetchFromBucketBits && n >= kPrefetchAhead
+          ? n - kPrefetchAhead
+          : 0;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    if (i + 16 <= prefetch_end) {
+      const __m512i pa = _mm512_loadu_si512(hashes + i + kPrefetchAhead);
+      const __m512i pb = _mm512_loadu_si512(hashes + i + kPrefetchAhead + 8);
+      _mm512_store_si512(
+          ahead, _mm512_maskz_srl_epi32(
+                     kAll, _mm512_permutex2var_epi32(pa, odd_words, pb),
+                     shift));
+      for (const uint32_t x : ahead) _mm_prefetch(starts + x, _MM_HINT_T0);
+    }
     const __m512i a = _mm512_loadu_si512(hashes + i);
     const __m512i b = _mm512_loadu_si512(hashes + i + 8);
     const __m512i g = _mm512_permutex2var_epi32(a, odd_words, b);
