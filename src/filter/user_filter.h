@@ -310,9 +310,13 @@ class UserFilter {
     // in (run_splice.h); `meta` is already the spliced run's.
     std::optional<RunSplice> splice;
   };
+  // A slice's runs: most slices hold one, the one being written two (the
+  // full open run and the one filling), so a write's plan allocates only
+  // its slice list (one vector per slice was ~6 mallocs per write).
+  using RunPlans = absl::InlinedVector<RunPlan, 2>;
   struct SlicePlan {
     SliceMeta meta;
-    std::vector<RunPlan> runs;
+    RunPlans runs;
   };
 
   // The tables' first entries, read without decoding the runs': the legacy
@@ -348,8 +352,8 @@ class UserFilter {
   // The runs' fingerprints, ascending distinct, re-mapped to (b, u) (b at
   // most each run's precision; u <= 2^b).
   static std::vector<uint32_t> RemapRuns(const UserFilter& f,
-                                         const std::vector<RunPlan>& runs,
-                                         int b, uint64_t u);
+                                         const RunPlans& runs, int b,
+                                         uint64_t u);
   // The run's fingerprints, ascending (decoded, or the planned ones).
   std::vector<uint32_t> Fingerprints(const RunPlan& r) const;
   static std::vector<uint32_t> Union(const std::vector<uint32_t>& a,

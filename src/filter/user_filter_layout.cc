@@ -3,12 +3,13 @@
 // codec; Decode reads them, Plan turns them into a plan of the current runs
 // and Rebuild writes a plan back as a new allocation.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
 #include "src/filter/rice_model.h"
+#include "src/filter/run_entry_model.h"
 #include "src/filter/user_filter.h"
 #include "src/filter/user_filter_internal.h"
 
@@ -25,13 +26,49 @@ size_t Align8(size_t n) { return (n + 7) & ~size_t{7}; }
 
 // --- Varint tables ---------------------------------------------------------
 
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
+// The tables as Rebuild writes them, before they are copied into the new
+// allocation: into a buffer of the plan's bound (Rebuild), on the stack up
+// to 2 KiB of bound (~25 runs; a 2,000-item user holds ~7), so a write
+// allocates only the new allocation (a std::string here was one malloc and a
+// capacity check per byte).
+class TableWriter {
+ public:
+  // A u64 varint's bytes: 64 bits in 7-bit groups.
+  static constexpr size_t kMaxVarint = 10;
+  explicit TableWriter(size_t bound)
+      : heap_(bound > sizeof(stack_) ? new unsigned char[bound] : nullptr),
+        begin_(heap_ != nullptr ? heap_.get() : stack_),
+        p_(begin_) {}
+  TableWriter(const TableWriter&) = delete;
+  TableWriter& operator=(const TableWriter&) = delete;
+
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<unsigned char>(v | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<unsigned char>(v);
   }
-  out->push_back(static_cast<char>(v));
-}
+  // Little-endian, `bytes` <= 8.
+  void Fixed(uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) {
+      *p_++ = static_cast<unsigned char>(v >> 8 * i);
+    }
+  }
+  void Byte(uint64_t v) { *p_++ = static_cast<unsigned char>(v); }
+  void Bytes(const void* data, size_t n) {
+    std::memcpy(p_, data, n);
+    p_ += n;
+  }
+  const unsigned char* data() const { return begin_; }
+  size_t size() const { return static_cast<size_t>(p_ - begin_); }
+
+ private:
+  unsigned char stack_[2048];
+  std::unique_ptr<unsigned char[]> heap_;
+  unsigned char* const begin_;
+  unsigned char* p_;
+};
 uint64_t GetVarint(const unsigned char*& p) {
   uint64_t v = 0;
   for (int shift = 0;; shift += 7) {
@@ -57,9 +94,6 @@ int LenCode(uint64_t v) {
   return n >= 7 ? 7 : n;
 }
 int CodeBytes(int code) { return code == 7 ? 8 : code; }
-void PutFixed(std::string* out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> 8 * i));
-}
 uint64_t GetFixed(const unsigned char*& p, int bytes) {
   uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) v |= uint64_t{*p++} << 8 * i;
@@ -101,24 +135,6 @@ constexpr uint64_t kRunSpare = 1;  // in the rest: a sealed run not full
 // Without it they are the two nibbles of one byte (both zigzags < 16: the
 // common case, the differences are a few units).
 constexpr uint64_t kRunWide = 2;
-
-// Expected weight (RunMeta::weight) of n fingerprints at (b, u): an item
-// lands on f with probability c_f / 2^b, so a stored f covers E[c_f] =
-// sum c^2 / 2^b prefixes (size-biased), with u - h fingerprints covering
-// floor(2^b / u) prefixes and h = 2^b mod u one more. Stored as the
-// difference, a few units instead of 2 varint bytes.
-int64_t ExpectedWeight(uint64_t n, int b, uint64_t u) {
-  const uint64_t full = uint64_t{1} << b;
-  if (u >= full) return static_cast<int64_t>(n);
-  const uint64_t lo = full / u;
-  const uint64_t hi_count = full - lo * u;
-  const double lo_d = static_cast<double>(lo);
-  const double mean_c =
-      (static_cast<double>(u - hi_count) * lo_d * lo_d +
-       static_cast<double>(hi_count) * (lo_d + 1) * (lo_d + 1)) /
-      static_cast<double>(full);
-  return std::llround(static_cast<double>(n) * mean_c);
-}
 
 }  // namespace
 
@@ -229,6 +245,7 @@ UserFilter::Tables UserFilter::Decode() const {
   if (h_ == nullptr) return t;
   const TablesHead head = ReadHead();
   t.legacy = head.legacy;
+  RunEntryModelMemo& models = RunEntryModelMemo::ThisThread();
   const unsigned char* p = head.first_slice;
   int64_t prev_index = -1;
   uint64_t prev_max = 0;
@@ -257,8 +274,9 @@ UserFilter::Tables UserFilter::Decode() const {
         const uint64_t u = GetVarint(p);
         r.universe = (u & 1) ? (u >> 1) + 1 : (u >> 1) << kUniverseShift;
       }
-      r.rice_k = static_cast<uint8_t>(CanonicalRiceK(r.count, r.universe) +
-                                      UnZigZag(rest >> 3));
+      const RunEntryModel model =
+          models.Get(r.count, r.universe, r.precision, UnZigZag(rest >> 3));
+      r.rice_k = static_cast<uint8_t>(model.rice_k);
       r.decoded = true;
       r.z_k = rest >> 3;
       uint64_t zw = 0, zb;
@@ -272,11 +290,9 @@ UserFilter::Tables UserFilter::Decode() const {
       }
       r.weight = r.count;
       if (!r.open) {
-        r.weight = static_cast<uint64_t>(
-            ExpectedWeight(r.count, r.precision, r.universe) + UnZigZag(zw));
+        r.weight = static_cast<uint64_t>(model.weight + UnZigZag(zw));
       }
-      r.payload_bits = static_cast<uint32_t>(
-          ExpectedRiceBits(r.count, r.universe, r.rice_k) + UnZigZag(zb));
+      r.payload_bits = static_cast<uint32_t>(model.rice_bits + UnZigZag(zb));
       r.z_weight = zw;
       r.z_bits = zb;
       r.bit_offset = offset;
@@ -297,15 +313,13 @@ std::vector<UserFilter::SlicePlan> UserFilter::Plan(const Tables& t) const {
   plan.reserve(t.slices.size() + 1);
   size_t r = 0;
   for (const SliceMeta& s : t.slices) {
-    SlicePlan sp;
+    SlicePlan& sp = plan.emplace_back();
     sp.meta = s;
-    for (int j = 0; j < s.num_runs; ++j, ++r) {
-      RunPlan rp;
-      rp.meta = t.runs[r];
+    sp.runs.resize(s.num_runs);
+    for (RunPlan& rp : sp.runs) {
+      rp.meta = t.runs[r++];
       rp.src = payload();
-      sp.runs.push_back(std::move(rp));
     }
-    plan.push_back(std::move(sp));
   }
   return plan;
 }
@@ -314,9 +328,8 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                          absl::string_view key) {
   // Runs to encode get their code; empty runs and slices are dropped.
   uint64_t total_bits = 0;
-  std::string tables;
-  tables.reserve(256);  // a few slices' and runs' entries: one allocation
-  size_t live_slices = 0;
+  RunEntryModelMemo& models = RunEntryModelMemo::ThisThread();
+  size_t live_slices = 0, live_runs = 0;
   for (SlicePlan& s : plan) {
     s.runs.erase(std::remove_if(s.runs.begin(), s.runs.end(),
                                 [](const RunPlan& r) {
@@ -326,12 +339,17 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
                                 }),
                  s.runs.end());
     if (!s.runs.empty()) ++live_slices;
+    live_runs += s.runs.size();
   }
+  // The most the entries below take: the head's varint and pointer; per
+  // slice the u16 head, two varints and two fixed fields of <= 8 bytes;
+  // per run at most six varints.
+  constexpr size_t kV = TableWriter::kMaxVarint;
+  TableWriter tables(kV + sizeof(legacy) + live_slices * (2 + 2 * kV + 16) +
+                     live_runs * 6 * kV);
   // Head: slice count and the legacy flag, then the legacy pointer.
-  PutVarint(&tables, live_slices << 1 | (legacy != nullptr ? kHasLegacy : 0));
-  if (legacy != nullptr) {
-    tables.append(reinterpret_cast<const char*>(&legacy), sizeof(legacy));
-  }
+  tables.Varint(live_slices << 1 | (legacy != nullptr ? kHasLegacy : 0));
+  if (legacy != nullptr) tables.Bytes(&legacy, sizeof(legacy));
   int64_t prev_index = -1;
   uint64_t prev_max = 0;
   for (SlicePlan& s : plan) {
@@ -345,18 +363,17 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
     const int min_code = LenCode(dmin), span_code = LenCode(span);
     const bool jump = s.meta.index != prev_index + 1;
     const uint64_t runs = s.runs.size();
-    PutFixed(&tables,
-             uint64_t{std::min<uint8_t>(s.meta.quiet, 15)} |
-                 std::min<uint64_t>(runs, kHeadManyRuns) << kHeadRunsShift |
-                 uint64_t(min_code) << kHeadMinLenShift |
-                 uint64_t(span_code) << kHeadSpanLenShift |
-                 (negative ? kHeadMinNegative : 0) |
-                 (jump ? kHeadIndexJump : 0),
-             2);
-    if (runs >= kHeadManyRuns) PutVarint(&tables, runs - kHeadManyRuns);
-    if (jump) PutVarint(&tables, ZigZag(s.meta.index - prev_index));
-    PutFixed(&tables, dmin, CodeBytes(min_code));
-    PutFixed(&tables, span, CodeBytes(span_code));
+    tables.Fixed(uint64_t{std::min<uint8_t>(s.meta.quiet, 15)} |
+                     std::min<uint64_t>(runs, kHeadManyRuns) << kHeadRunsShift |
+                     uint64_t(min_code) << kHeadMinLenShift |
+                     uint64_t(span_code) << kHeadSpanLenShift |
+                     (negative ? kHeadMinNegative : 0) |
+                     (jump ? kHeadIndexJump : 0),
+                 2);
+    if (runs >= kHeadManyRuns) tables.Varint(runs - kHeadManyRuns);
+    if (jump) tables.Varint(ZigZag(s.meta.index - prev_index));
+    tables.Fixed(dmin, CodeBytes(min_code));
+    tables.Fixed(span, CodeBytes(span_code));
     prev_index = s.meta.index;
     prev_max = min + span;
     for (RunPlan& r : s.runs) {
@@ -379,38 +396,36 @@ void UserFilter::Rebuild(std::vector<SlicePlan>& plan, Legacy* legacy,
       const bool spare = !m.open && m.capacity != m.count;
       // A copied run (src) keeps count, U, k, weight and payload bits, so
       // its differences are the decoded ones.
-      const bool same = r.src != nullptr && m.decoded;
-      const uint64_t zk =
-          same
-              ? m.z_k
-              : ZigZag(int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe));
-      const uint64_t zw =
-          m.open ? 0
-          : same ? m.z_weight
-                 : ZigZag(static_cast<int64_t>(m.weight) -
-                          ExpectedWeight(m.count, m.precision, m.universe));
-      const uint64_t zb =
-          same ? m.z_bits
-               : ZigZag(int64_t{m.payload_bits} -
-                        ExpectedRiceBits(m.count, m.universe, m.rice_k));
+      uint64_t zk = m.z_k, zw = m.z_weight, zb = m.z_bits;
+      if (r.src == nullptr || !m.decoded) {
+        // Through the memo: the next Decode of these tables looks the new
+        // entry up.
+        const int64_t k_delta =
+            int64_t{m.rice_k} - CanonicalRiceK(m.count, m.universe);
+        const RunEntryModel model =
+            models.Get(m.count, m.universe, m.precision, k_delta);
+        zk = ZigZag(k_delta);
+        zw = ZigZag(static_cast<int64_t>(m.weight) - model.weight);
+        zb = ZigZag(int64_t{m.payload_bits} - model.rice_bits);
+      }
+      if (m.open) zw = 0;
       const bool wide = !m.open && (zw >= 16 || zb >= 16);
-      PutVarint(&tables, m.count);
-      PutVarint(&tables,
-                uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
+      tables.Varint(m.count);
+      tables.Varint(uint64_t{m.precision - 1u} | (m.open ? kRunOpen : 0) |
                     (m.tail ? kRunTail : 0) |
                     (zk << 3 | (spare ? kRunSpare : 0) | (wide ? kRunWide : 0))
                         << kRunRestShift);
-      if (m.open || spare) PutVarint(&tables, m.capacity - m.count);
+      if (m.open || spare) tables.Varint(m.capacity - m.count);
       if (!m.open) {
-        PutVarint(&tables, m.universe % (uint64_t{1} << kUniverseShift) == 0
-                               ? (m.universe >> kUniverseShift) << 1
-                               : (m.universe - 1) << 1 | 1);
+        tables.Varint(m.universe % (uint64_t{1} << kUniverseShift) == 0
+                          ? (m.universe >> kUniverseShift) << 1
+                          : (m.universe - 1) << 1 | 1);
       }
       if (!m.open && !wide) {
-        tables.push_back(static_cast<char>(zw | zb << 4));
+        tables.Byte(zw | zb << 4);
       } else {
-        if (!m.open) PutVarint(&tables, zw);
-        PutVarint(&tables, zb);
+        if (!m.open) tables.Varint(zw);
+        tables.Varint(zb);
       }
       total_bits += m.payload_bits;
     }

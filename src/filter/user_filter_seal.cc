@@ -16,8 +16,8 @@ using user_filter_internal::FirstLiveEventMs;
 using user_filter_internal::OlderSlicesSealed;
 
 std::vector<uint32_t> UserFilter::RemapRuns(const UserFilter& f,
-                                            const std::vector<RunPlan>& runs,
-                                            int b, uint64_t u) {
+                                            const RunPlans& runs, int b,
+                                            uint64_t u) {
   std::vector<uint32_t> out, fps;
   for (const RunPlan& r : runs) {
     fps = f.Fingerprints(r);
@@ -66,7 +66,7 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
   for (size_t i = 0; i < last; ++i) {
     SlicePlan& s = plan[i];
     if (!idle && s.meta.quiet < RunSizing::kQuietWrites) continue;
-    std::vector<RunPlan> prefix;
+    RunPlans prefix;
     RunPlan* sealed = nullptr;
     double fp_slice = 0;
     for (RunPlan& r : s.runs) {
@@ -85,8 +85,8 @@ void UserFilter::SealQuiet(const FilterPolicy& policy,
     }
     if (!any_open) continue;
     const double fp_others = fp_all - fp_slice;
-    const std::vector<RunPlan> original = s.runs;  // if the seal is refused
-    std::vector<RunPlan> keep;
+    const RunPlans original = s.runs;  // if the seal is refused
+    RunPlans keep;
     for (RunPlan& r : s.runs) {
       if (r.meta.open) {
         prefix.push_back(std::move(r));

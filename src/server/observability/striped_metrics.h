@@ -12,6 +12,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace exposure_filter {
 
 // kStripes x width atomic cells; each stripe starts on its own cache line.
@@ -77,7 +79,7 @@ class StripedHistogram {
         bounds_.begin());
   }
   // Adds per-bucket counts (size num_buckets()) and their sum at once.
-  void Merge(const std::vector<uint64_t>& counts, uint64_t sum) {
+  void Merge(absl::Span<const uint64_t> counts, uint64_t sum) {
     for (size_t i = 0; i < counts.size() && i < num_buckets(); ++i) {
       if (counts[i] != 0) cells_.Add(i, counts[i]);
     }
