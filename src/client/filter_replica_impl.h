@@ -7,7 +7,6 @@
 #define EXPOSURE_FILTER_SRC_CLIENT_FILTER_REPLICA_IMPL_H_
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <limits>
 #include <list>
@@ -28,6 +27,7 @@
 #include "src/client/session_call.h"
 #include "src/filter/claim_index.h"
 #include "src/filter/item_hash_batch.h"
+#include "src/filter/pushed_item_bits.h"
 
 namespace exposure_filter {
 namespace filter_replica_internal {
@@ -95,36 +95,25 @@ struct Entry {
   // Items pushed since the snapshot: hash -> newest slice index it was
   // recorded in (the one that ages out last).
   absl::flat_hash_map<uint64_t, int64_t> pushed ABSL_GUARDED_BY(mu);
-  // One bit per pushed item's top 12 hash bits: a check probes `pushed`
-  // only for the few candidates whose bit is set, not all 5,000. Cleared
-  // only with the whole map: a bit left by an aged item costs a probe,
-  // never a wrong answer.
-  std::array<uint64_t, 64> pushed_bits ABSL_GUARDED_BY(mu) = {};
+  // The bit filter in front of `pushed`: a check probes the map only for
+  // the few candidates whose bit is set, not all 5,000. Cleared only with
+  // the whole map.
+  PushedItemBits pushed_bits ABSL_GUARDED_BY(mu);
 
   void AddPushed(uint64_t hash, int64_t slice)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     auto [it, inserted] = pushed.emplace(hash, slice);
     if (!inserted) it->second = std::max(it->second, slice);
-    pushed_bits[hash >> 58] |= uint64_t{1} << ((hash >> 52) & 63);
+    pushed_bits.Add(hash);
   }
-  // Clears keep[i] for each hashes[i] pushed. The bit filter first,
-  // without a branch on keep[] (kept or not is a coin flip here): the map
-  // is probed for ~1 in 20. Through locals: the thread-local hashes'
-  // pointer was otherwise reloaded each step (the map's probe may write
-  // memory, for all the compiler knows).
+  // Clears keep[i] for each hashes[i] pushed.
   void RemovePushed(const uint64_t* hashes, size_t n, uint8_t* keep) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    const uint64_t* bits = pushed_bits.data();
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t h = hashes[i];
-      if ((keep[i] & (bits[h >> 58] >> ((h >> 52) & 63))) & 1) {
-        if (pushed.contains(h)) keep[i] = 0;
-      }
-    }
+    RemovePushedItems(pushed_bits, pushed, hashes, n, keep);
   }
   void ClearPushed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     pushed.clear();
-    pushed_bits = {};
+    pushed_bits.Clear();
   }
   uint64_t sequence ABSL_GUARDED_BY(mu) = 0;
   // Synced: a snapshot and every push after it, no gap, resync, expiry or

@@ -129,20 +129,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
   ProbeClaimsPortable(claims, hashes + i, n - i, keep + i);
 }
 
-bool ClaimProbeAvx512Supported() {
-  return __builtin_cpu_supports("avx512f") &&
-         __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
-}
-
-bool ClaimProbeAvx512Preferred() {
-  // Gathers are fast on Intel's AVX-512 cores (1.3-3x the portable loop on
-  // an Intel Xeon with AVX-512 FP16) and microcoded on AMD's Zen 4, where a
-  // gather probe measured ~10% slower than the portable loop
-  // (docs/format2-design.md).
-  return ClaimProbeAvx512Supported() && __builtin_cpu_is("intel");
-}
-
 #else  // !defined(__x86_64__)
 
 void ProbeClaimsAvx512(const FiledClaims& claims, const uint64_t* hashes,
@@ -150,17 +136,12 @@ void ProbeClaimsAvx512(const FiledClaims& claims, const uint64_t* hashes,
   ProbeClaimsPortable(claims, hashes, n, keep);
 }
 
-bool ClaimProbeAvx512Supported() { return false; }
-
-bool ClaimProbeAvx512Preferred() { return false; }
-
 #endif  // defined(__x86_64__)
 
 ClaimProbeFn ActiveClaimProbe() {
-  static const ClaimProbeFn fn =
-      ClaimProbeAvx512Preferred() && !PortableKernelsForced()
-          ? ProbeClaimsAvx512
-          : ProbeClaimsPortable;
+  static const ClaimProbeFn fn = Avx512GathersFast() && !PortableKernelsForced()
+                                     ? ProbeClaimsAvx512
+                                     : ProbeClaimsPortable;
   return fn;
 }
 

@@ -6,9 +6,9 @@
 // bucket's first entry), so the loads of 16 candidates are in flight at
 // once; buckets holding two or more codes are finished lane by lane.
 // ActiveClaimProbe() picks AVX-512 where the CPU has it (F, BW, VL) and
-// its gathers are fast (Intel's cores; not AMD's Zen 4, where they are
-// microcoded), unless EXPOSURE_FILTER_PROBE_KERNEL=portable
-// (probe_kernel.h).
+// its gathers are fast (Avx512GathersFast, probe_kernel.h: Intel's
+// cores; not AMD's Zen 4, where they are microcoded), unless
+// EXPOSURE_FILTER_PROBE_KERNEL=portable.
 #ifndef EXPOSURE_FILTER_SRC_FILTER_CLAIM_PROBE_H_
 #define EXPOSURE_FILTER_SRC_FILTER_CLAIM_PROBE_H_
 
@@ -42,12 +42,9 @@ using ClaimProbeFn = void (*)(const FiledClaims& claims, const uint64_t* hashes,
 // entry stays 0).
 void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
                          size_t n, uint8_t* keep);
-// Only call when ClaimProbeAvx512Supported().
+// Only call when Avx512BwVlSupported() (probe_kernel.h).
 void ProbeClaimsAvx512(const FiledClaims& claims, const uint64_t* hashes,
                        size_t n, uint8_t* keep);
-bool ClaimProbeAvx512Supported();
-// Supported, and the CPU's gathers fast enough for it to win (see above).
-bool ClaimProbeAvx512Preferred();
 
 // The kernel for this CPU (see above).
 ClaimProbeFn ActiveClaimProbe();

@@ -45,6 +45,13 @@ ProbeKernelKind ActiveProbeKernel();
 // Whether EXPOSURE_FILTER_PROBE_KERNEL=portable is set: then every kernel
 // chosen at startup (this one, the batch item hash) is the portable one.
 bool PortableKernelsForced();
+// AVX-512 F, BW and VL: what the claim probe's and the pushed-item bits'
+// vector kernels need (claim_probe.h, pushed_item_bits.h).
+bool Avx512BwVlSupported();
+// Supported, and the CPU's gathers fast enough for a gather kernel (the
+// claim probe's) to win: Intel's cores, not AMD's Zen 4, where they are
+// microcoded.
+bool Avx512GathersFast();
 const char* ProbeKernelName(ProbeKernelKind kind);
 
 // Dispatches to the active kernel.

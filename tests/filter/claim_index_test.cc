@@ -14,6 +14,7 @@
 #include "src/filter/claim_probe.h"
 #include "src/filter/filter_policy.h"
 #include "src/filter/fingerprint_run.h"
+#include "src/filter/probe_kernel.h"
 #include "src/filter/user_filter.h"
 #include "tests/filter/claim_runs.h"
 
@@ -44,7 +45,7 @@ void ExpectExact(const RunSet& s, const ClaimIndex& index,
   if (index.filings() == 0) return;
   std::vector<std::pair<const char*, ClaimProbeFn>> kernels = {
       {"portable", ProbeClaimsPortable}};
-  if (ClaimProbeAvx512Supported()) {
+  if (Avx512BwVlSupported()) {
     kernels.push_back({"avx512", ProbeClaimsAvx512});
   }
   for (const auto& [name, probe] : kernels) {
