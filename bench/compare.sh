@@ -134,10 +134,21 @@ feed_loop() {
   fi
 }
 
+# The host's steal time over the feed loop (the share of this VM's CPU time
+# the hypervisor gave to other guests): "cpu" line of /proc/stat, field 9.
+steal_since() {
+  head -1 /proc/stat | awk -v before="$1" '{
+    split(before, a, " ")
+    total = 0
+    for (i = 2; i <= 9; i++) total += $i - a[i]
+    printf "%.0f%%", (total > 0 ? 100 * ($9 - a[9]) / total : 0)
+  }'
+}
+
 for part in $PARTS; do
   case $part in
     classic) classic ;;
-    feed) feed_loop ;;
+    feed) feed_stat0=$(head -1 /proc/stat); feed_loop; feed_steal=$(steal_since "$feed_stat0") ;;
     *) echo "compare: unknown part $part (classic, feed)" >&2; exit 2 ;;
   esac
 done
@@ -151,6 +162,7 @@ if [[ " $PARTS " == *" feed "* ]]; then
     "$FEED_SESSIONS sessions at once per client thread," \
     "20 shown items written per request through one batching writer" \
     "(linger $FEED_LINGER)," \
-    "$FEED_BACKGROUND other users' writes/s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    "$FEED_BACKGROUND other users' writes/s; load average $(cut -d' ' -f1-3 /proc/loadavg)," \
+    "host steal $feed_steal over the loop"
   python3 bench/feed_table.py "$OUT"
 fi
