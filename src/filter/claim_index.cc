@@ -115,8 +115,7 @@ __attribute__((target("avx2"))) void PrefixSumAvx2(uint32_t* p, size_t n) {
     x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
     // Lane 3 (the low half's total) into lanes 4..7 only.
     const __m256i half = _mm256_blend_epi32(
-        _mm256_setzero_si256(), _mm256_permutevar8x32_epi32(x, low_last),
-        0xF0);
+        _mm256_setzero_si256(), _mm256_permutevar8x32_epi32(x, low_last), 0xF0);
     x = _mm256_add_epi32(_mm256_add_epi32(x, half), carry);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), x);
     carry = _mm256_permutevar8x32_epi32(x, last_lane);

@@ -45,21 +45,21 @@ void ProbeClaimsPortable(const FiledClaims& claims, const uint64_t* hashes,
 
 #if defined(__x86_64__)
 
+// An index of 2^15 buckets or more (users of ~8,000 codes and up: 128 KB
+// of bucket starts and more) has its starts prefetched for the candidates
+// this far ahead: BM_ClaimIndexProbeAcrossUsers/20000/64, 5,000 candidates
+// against one of 64 such users in turn, median 14.2 -> 5.7 ns a candidate
+// (min 6.4 -> 4.9). Smaller indexes sit in cache or nearly: at 2,000 codes
+// the prefetches measured even across 64 users and no better for one.
+constexpr size_t kPrefetchAhead = 64;
+constexpr int kPrefetchFromBucketBits = 15;
+
 // The portable loop's steps, 16 lanes at a time: the granules are the odd
 // 32-bit words of 16 hashes (little-endian), the bucket's start and end and
 // its first entry's two words come from four gathers, and the lanes whose
 // bucket holds more than one code check the rest one by one (a bucket holds
 // a quarter of a code on average, claim_index.h: 2.6% of the buckets a
 // random candidate lands in hold two or more, 22% of a claimed one's).
-// An index of 2^15 buckets or more (users of ~8,000 codes and up: 128 KB
-// of bucket starts and more) has its starts prefetched for the candidates
-// this far ahead: BM_ClaimIndexProbeAcrossUsers/20000/64, 5,000 candidates
-// against one of 64 such users in turn, median 14.2 -> 5.7 ns a candidate
-// (min 6.4 -> 4.9). Smaller indexes sit in cache or nearly: 2,000 codes
-// for one user 1.8 -> 2.3 ns with the prefetches, for 64 users even.
-constexpr size_t kPrefetchAhead = 64;
-constexpr int kPrefetchFromBucketBits = 15;
-
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
     const FiledClaims& claims, const uint64_t* hashes, size_t n,
     uint8_t* keep) {
@@ -90,9 +90,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void ProbeClaimsAvx512(
       const __m512i pa = _mm512_loadu_si512(hashes + i + kPrefetchAhead);
       const __m512i pb = _mm512_loadu_si512(hashes + i + kPrefetchAhead + 8);
       _mm512_store_si512(
-          ahead, _mm512_maskz_srl_epi32(
-                     kAll, _mm512_permutex2var_epi32(pa, odd_words, pb),
-                     shift));
+          ahead,
+          _mm512_maskz_srl_epi32(
+              kAll, _mm512_permutex2var_epi32(pa, odd_words, pb), shift));
       for (const uint32_t x : ahead) _mm_prefetch(starts + x, _MM_HINT_T0);
     }
     const __m512i a = _mm512_loadu_si512(hashes + i);
