@@ -287,8 +287,8 @@ void BM_ClaimIndex(benchmark::State& state) {
                                        static_cast<double>(user.items.size());
   // The cost model's inputs (claim_cost.h): codes n and buckets 2^E.
   state.counters["codes"] = static_cast<double>(user.items.size());
-  state.counters["buckets"] = static_cast<double>(size_t{1}
-                                                  << index.bucket_bits());
+  state.counters["buckets"] =
+      static_cast<double>(size_t{1} << index.bucket_bits());
   state.SetLabel(part == 0 ? "build" : part == 1 ? "probe 5,000" : "both");
 }
 BENCHMARK(BM_ClaimIndex)->ArgsProduct({{0, 333, 2000, 20000}, {0, 1, 2}});
